@@ -1,0 +1,65 @@
+package tablefile
+
+import (
+	"fmt"
+
+	"github.com/chunkd/chunkd/addr"
+)
+
+// Walk reads every record in file order with large sequential reads and
+// calls fn with its entry and stored bytes (valid only during the call).
+func (t *Table) Walk(fn func(e Entry, stored []byte) error) error {
+	const readSize = 4 << 20
+	var buf []byte
+	for _, r := range MergeRanges(t.Entries(), readSize, readSize) {
+		if uint64(cap(buf)) < r.Length {
+			buf = make([]byte, r.Length)
+		}
+		b := buf[:r.Length]
+		if err := readFull(t.r, b, int64(r.Offset)); err != nil {
+			return fmt.Errorf("walk table file: %w", err)
+		}
+		for _, e := range r.Entries {
+			if err := fn(e, b[e.Offset-r.Offset:e.End()-r.Offset]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Problem is one thing Verify found wrong.
+type Problem struct {
+	Entry Entry
+	Err   error
+}
+
+func (p Problem) String() string { return p.Err.Error() }
+
+// Verify checks every chunk: its CRC (snappy records), that it decodes,
+// and that it hashes to its address. It calls report for each problem and
+// returns how many chunks it checked; the error is for IO failures only.
+// For classic files it also checks that wantName, if not "", is the name
+// the index hashes to.
+func (t *Table) Verify(wantName string, report func(Problem)) (int, error) {
+	checked := 0
+	err := t.Walk(func(e Entry, stored []byte) error {
+		checked++
+		data, err := t.Decode(e, stored)
+		if err != nil {
+			report(Problem{e, err})
+			return nil
+		}
+		if got := addr.Of(data); got != e.Addr {
+			report(Problem{e, corruptf(int64(e.Offset), e.Addr.String(), "contents hash to %s", got)})
+		}
+		return nil
+	})
+	if err != nil {
+		return checked, err
+	}
+	if wantName != "" && t.format == FormatClassic && t.Name() != wantName {
+		report(Problem{Err: corruptf(-1, "", "index hashes to name %s, file is named %s", t.Name(), wantName)})
+	}
+	return checked, nil
+}
