@@ -100,6 +100,11 @@ func Register(scheme string, open Opener) {
 // Open opens a store by URL: "file:///path", a plain path (a local
 // folder), or "s3://bucket/prefix?endpoint=...". Backends must be
 // registered (imported) first.
+//
+// Two query parameters are handled here for every scheme and removed
+// before the backend sees the URL: latency=30ms delays every request by
+// that round trip, and bandwidth=100MB (bytes per second, see
+// ParseBandwidth) adds the time a payload takes to move; see WithLatency.
 func Open(ctx context.Context, rawURL string) (Store, error) {
 	if rawURL == "" {
 		return nil, errors.New("open store: empty URL")
@@ -117,9 +122,41 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	mu.Unlock()
 	if !ok {
 		sort.Strings(known)
-		return nil, fmt.Errorf("open store %q: unknown scheme %q (known: %s)", rawURL, u.Scheme, strings.Join(known, ", "))
+		return nil, fmt.Errorf("open store %q: unknown scheme %q (known: %s)", Redact(rawURL), u.Scheme, strings.Join(known, ", "))
 	}
-	return open(ctx, u)
+	rtt, bw, slow, err := stripLatencyParams(u)
+	if err != nil {
+		return nil, fmt.Errorf("open store %q: %w", Redact(rawURL), err)
+	}
+	s, err := open(ctx, u)
+	if err != nil || !slow {
+		return s, err
+	}
+	return WithLatency(s, rtt, bw), nil
+}
+
+// Redact returns a store URL fit for logs: the password of its user
+// information and the values of query parameters that hold secrets
+// (secret_key, session_token, password, token) are replaced by "xxxxx".
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return rawURL
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			k, _, ok := strings.Cut(p, "=")
+			switch k {
+			case "secret_key", "session_token", "password", "token":
+				if ok {
+					parts[i] = k + "=xxxxx"
+				}
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	return u.Redacted()
 }
 
 // CheckKey returns an error wrapping ErrBadKey if key is not a clean relative key.

@@ -1,9 +1,10 @@
 package tablefile
 
 import (
-	"bytes"
 	"crypto/sha512"
+	"encoding/binary"
 	"hash/crc32"
+	"sort"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/klauspost/compress/snappy"
@@ -11,16 +12,30 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// classicIndex holds a classic file's index in 32 bytes per chunk: the
-// sorted prefixes and their ordinals, and per ordinal (file order) the
-// record offset and the address suffix. Record lengths are differences of
-// consecutive offsets.
+// classicIndex holds a classic file's index as one array of 32-byte
+// slots sorted by prefix, each with everything a lookup needs, so a lookup
+// touches the radix table and one or two cache lines of slots.
 type classicIndex struct {
-	prefixes
-	ordinals []uint32 // by sorted position
-	offsets  []uint64 // by ordinal, len n+1; offsets[n] = end of data
-	suffixes []byte   // by ordinal, 12 bytes each, exactly as stored
+	radix
+	slots []slot
+	end   int64 // end of the records, where the index starts
 }
+
+type slot struct {
+	prefix uint64
+	suffix [suffixSize]byte
+	length uint32
+	offset uint64
+}
+
+func (s *slot) addr() addr.Addr {
+	var a addr.Addr
+	binary.BigEndian.PutUint64(a[:prefixSize], s.prefix)
+	copy(a[prefixSize:], s.suffix[:])
+	return a
+}
+
+func (s *slot) entry() Entry { return Entry{Addr: s.addr(), Offset: s.offset, Length: s.length} }
 
 func (t *Table) openClassic(tail []byte) error {
 	t.format = FormatClassic
@@ -48,76 +63,67 @@ func parseClassicIndex(raw []byte, n int, indexOff int64) (*classicIndex, error)
 	tuples := raw[:n*tupleSize]
 	lengths := raw[n*tupleSize : n*(tupleSize+lengthSize)]
 	suffixes := raw[n*(tupleSize+lengthSize):]
-	idx := &classicIndex{
-		ordinals: make([]uint32, n),
-		offsets:  make([]uint64, n+1),
-		suffixes: append([]byte(nil), suffixes...),
-	}
-	p := make([]uint64, n)
-	for i := 0; i < n; i++ {
-		p[i] = be64(tuples[i*tupleSize:])
-		ord := be32(tuples[i*tupleSize+prefixSize:])
-		if int64(ord) >= int64(n) {
-			return nil, corruptf(indexOff+int64(i*tupleSize), "", "index tuple %d has ordinal %d, but the file has %d chunks", i, ord, n)
-		}
-		idx.ordinals[i] = ord
-	}
-	if !sortedUint64(p) {
-		return nil, corruptf(indexOff, "", "index prefixes are not sorted")
-	}
+	// Record offsets by ordinal are prefix sums of the lengths.
+	offsets := make([]uint64, n)
 	var off uint64
 	for k := 0; k < n; k++ {
 		l := be32(lengths[k*lengthSize:])
 		if l <= crcSize || l > maxChunkLen {
 			return nil, corruptf(indexOff+int64(n*tupleSize+k*lengthSize), "", "record %d has length %d", k, l)
 		}
-		idx.offsets[k] = off
+		offsets[k] = off
 		off += uint64(l)
 	}
-	idx.offsets[n] = off
 	if off != uint64(indexOff) {
 		return nil, corruptf(indexOff, "", "records add up to %d bytes, but the index starts at %d", off, indexOff)
 	}
-	idx.prefixes = newPrefixes(p)
+	idx := &classicIndex{slots: make([]slot, n), end: indexOff}
+	var prev uint64
+	for i := range idx.slots {
+		s := &idx.slots[i]
+		s.prefix = be64(tuples[i*tupleSize:])
+		ord := be32(tuples[i*tupleSize+prefixSize:])
+		if int64(ord) >= int64(n) {
+			return nil, corruptf(indexOff+int64(i*tupleSize), "", "index tuple %d has ordinal %d, but the file has %d chunks", i, ord, n)
+		}
+		if s.prefix < prev {
+			return nil, corruptf(indexOff+int64(i*tupleSize), "", "index prefixes are not sorted at tuple %d", i)
+		}
+		prev = s.prefix
+		copy(s.suffix[:], suffixes[int(ord)*suffixSize:])
+		s.length = be32(lengths[int(ord)*lengthSize:])
+		s.offset = offsets[ord]
+	}
+	idx.radix = newRadix(n, func(i int) uint64 { return idx.slots[i].prefix })
 	return idx, nil
 }
 
-func (x *classicIndex) count() int     { return len(x.ordinals) }
-func (x *classicIndex) dataEnd() int64 { return int64(x.offsets[len(x.offsets)-1]) }
-func (x *classicIndex) memSize() int {
-	return x.prefixes.memSize() + 4*len(x.ordinals) + 8*len(x.offsets) + len(x.suffixes)
-}
+func (x *classicIndex) count() int                         { return len(x.slots) }
+func (x *classicIndex) dataEnd() int64                     { return x.end }
+func (x *classicIndex) memSize() int                       { return x.radix.memSize() + 32*len(x.slots) }
 func (x *classicIndex) span(uint32) (uint64, uint32, bool) { return 0, 0, false }
 
 func (x *classicIndex) lookup(a addr.Addr) (Entry, bool) {
 	p := a.Prefix()
-	i := x.first(p)
-	if i < 0 {
-		return Entry{}, false
+	lo, hi := x.bounds(p)
+	if hi-lo > 16 { // many equal prefixes: only in hand-made files
+		lo += sort.Search(hi-lo, func(k int) bool { return x.slots[lo+k].prefix >= p })
+	} else {
+		for lo < hi && x.slots[lo].prefix < p {
+			lo++
+		}
 	}
-	for ; i < len(x.p) && x.p[i] == p; i++ {
-		ord := x.ordinals[i]
-		if bytes.Equal(x.suffixes[int(ord)*suffixSize:int(ord+1)*suffixSize], a[prefixSize:]) {
-			return x.byOrdinal(ord, a), true
+	for i := lo; i < len(x.slots) && x.slots[i].prefix == p; i++ {
+		if s := &x.slots[i]; [suffixSize]byte(a[prefixSize:]) == s.suffix {
+			return Entry{Addr: a, Offset: s.offset, Length: s.length}, true
 		}
 	}
 	return Entry{}, false
 }
 
-func (x *classicIndex) byOrdinal(ord uint32, a addr.Addr) Entry {
-	off := x.offsets[ord]
-	return Entry{Addr: a, Offset: off, Length: uint32(x.offsets[ord+1] - off)}
-}
-
 func (x *classicIndex) each(fn func(Entry)) {
-	for i, ord := range x.ordinals {
-		var a addr.Addr
-		v := x.p[i]
-		for b := 0; b < prefixSize; b++ {
-			a[b] = byte(v >> (56 - 8*b))
-		}
-		copy(a[prefixSize:], x.suffixes[int(ord)*suffixSize:])
-		fn(x.byOrdinal(ord, a))
+	for i := range x.slots {
+		fn(x.slots[i].entry())
 	}
 }
 
@@ -130,8 +136,17 @@ func (t *Table) Name() string {
 		return ""
 	}
 	t.nameOnce.Do(func() {
-		sum := sha512.Sum512(x.suffixes)
-		t.name = addr.Addr(sum[:addr.Size]).String()
+		// The suffix section is in file order, which is offset order.
+		order := make([]*slot, len(x.slots))
+		for i := range x.slots {
+			order[i] = &x.slots[i]
+		}
+		sort.Slice(order, func(i, j int) bool { return order[i].offset < order[j].offset })
+		h := sha512.New()
+		for _, s := range order {
+			h.Write(s.suffix[:])
+		}
+		t.name = addr.Addr(h.Sum(nil)[:addr.Size]).String()
 	})
 	return t.name
 }

@@ -75,7 +75,7 @@ type Table struct {
 	idx    index
 	bloom  *Bloom
 
-	uncompressed uint64 // classic footer; 0 for archives
+	uncompressed uint64   // classic footer; 0 for archives
 	meta         []byte   // archive metadata JSON
 	arch         *archive // archive-only state (dictionaries); nil for classic
 
@@ -184,20 +184,27 @@ func (t *Table) MemSize() int {
 	return n
 }
 
-// Has reports whether the file holds address a, without IO.
+// MayContain consults only the bloom filter: false means the file
+// certainly does not hold a. Use it to pick, among many files, the few
+// worth a Lookup.
+func (t *Table) MayContain(a addr.Addr) bool {
+	return t.bloom == nil || t.bloom.MayContain(a)
+}
+
+// Has reports whether the file holds address a, without IO: the bloom
+// filter first, then the index.
 func (t *Table) Has(a addr.Addr) bool {
-	if t.bloom != nil && !t.bloom.MayContain(a) {
+	if !t.MayContain(a) {
 		return false
 	}
 	_, ok := t.idx.lookup(a)
 	return ok
 }
 
-// Lookup finds address a in the index, without IO.
+// Lookup finds address a in the index, without IO. It skips the bloom
+// filter, which only pays for addresses that are likely absent: call
+// MayContain first for those.
 func (t *Table) Lookup(a addr.Addr) (Entry, bool) {
-	if t.bloom != nil && !t.bloom.MayContain(a) {
-		return Entry{}, false
-	}
 	return t.idx.lookup(a)
 }
 

@@ -1,0 +1,120 @@
+// Command chunkd is a read cache for databases whose table files live in
+// object storage. Run "chunkd help" for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "github.com/chunkd/chunkd/store/folder" // file:// and plain paths
+	_ "github.com/chunkd/chunkd/store/s3"     // s3://
+)
+
+// command is one subcommand: it parses its own flags and runs.
+type command interface {
+	Name() string
+	Synopsis() string
+	Run(ctx context.Context, args []string) error
+}
+
+// usageError is returned for bad flags or arguments; main prints it with
+// the command's usage and exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func commands(stdout, stderr io.Writer) []command {
+	return []command{
+		&demoCommand{stdout: stdout, stderr: stderr},
+		&tablefileCommand{stdout: stdout, stderr: stderr},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmds := commands(stdout, stderr)
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printUsage(stderr, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range cmds {
+		if c.Name() != args[0] {
+			continue
+		}
+		err := c.Run(ctx, args[1:])
+		var ue usageError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "chunkd %s: %s\nRun 'chunkd %s -h' for usage.\n", c.Name(), ue.msg, c.Name())
+			return 2
+		case errors.Is(err, errExit1):
+			return 1
+		default:
+			fmt.Fprintf(stderr, "chunkd %s: %v\n", c.Name(), err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "chunkd: unknown command %q\n\n", args[0])
+	printUsage(stderr, cmds)
+	return 2
+}
+
+// errExit1 makes a command exit 1 after it has printed its own message.
+var errExit1 = errors.New("exit 1")
+
+func printUsage(w io.Writer, cmds []command) {
+	fmt.Fprintln(w, "chunkd: a read cache for databases in object storage")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: chunkd COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-10s %s\n", c.Name(), c.Synopsis())
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'chunkd COMMAND -h' for a command's flags.")
+}
+
+// newFlags makes a command's flag set with a usage text.
+func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("chunkd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: chunkd %s\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args; a bad flag becomes a usageError (the flag
+// package has already printed why).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	return nil
+}

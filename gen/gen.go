@@ -1,0 +1,306 @@
+// Package gen writes deterministic SQLite test databases for chunkd.
+//
+// Sentences makes a Tatoeba-like corpus: a sentences table of short texts
+// in many languages and scripts, with a long tail of longer texts (some
+// larger than a page, so overflow pages exist), and a translations table
+// that links pairs of sentences. The same options produce a byte-identical
+// file with the same SQLite library, so a data set can be regenerated
+// instead of stored.
+//
+// The translations table is WITHOUT ROWID, clustered on its primary key
+// (SentenceId, TranslationId), as Dolt stores it. The seed query
+//
+//	SELECT Text FROM translations JOIN sentences
+//	  ON translations.TranslationId = sentences.SentenceId
+//	  WHERE translations.SentenceID % 5000 = 0;
+//
+// therefore scans the translations b-tree and looks each match up in the
+// sentences table by its INTEGER PRIMARY KEY (the rowid).
+package gen
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// PageSize is the SQLite page size of generated files.
+const PageSize = 4096
+
+// SeedQuery is the query the benchmarks run: a scan of translations plus
+// point lookups into sentences.
+const SeedQuery = `SELECT Text FROM translations JOIN sentences ON translations.TranslationId = sentences.SentenceId WHERE translations.SentenceID % 5000 = 0;`
+
+// Schema is the DDL of a generated file.
+const Schema = `CREATE TABLE sentences(SentenceId INTEGER PRIMARY KEY, Lang TEXT, Text TEXT);
+CREATE TABLE translations(SentenceId INTEGER, TranslationId INTEGER, PRIMARY KEY(SentenceId, TranslationId)) WITHOUT ROWID;`
+
+// SentencesOptions sizes and seeds a generated corpus.
+type SentencesOptions struct {
+	// Sentences is the number of rows in sentences, with ids 1..Sentences.
+	// It must be at least 1.
+	Sentences int
+	// Translations is the number of rows in translations. Each row links
+	// two different existing sentences; no pair repeats. It must be at
+	// most Sentences*(Sentences-1).
+	Translations int
+	// Seed selects the data; the same seed gives the same file.
+	Seed int64
+	// Progress, if not nil, is called now and then with the number of rows
+	// written so far and the total (Sentences+Translations), and once at
+	// the end with done == total.
+	Progress func(done, total int)
+}
+
+// progressEvery is how many rows pass between Progress calls.
+const progressEvery = 1 << 14
+
+// batchRows is how many rows one INSERT statement carries.
+const batchRows = 128
+
+// Sentences writes a new SQLite database to path (replacing any file there)
+// holding opts.Sentences sentences and opts.Translations translations.
+// The file is written next to path under a temporary name and renamed into
+// place when complete, so path never holds a partial database.
+func Sentences(path string, opts SentencesOptions) error {
+	if opts.Sentences < 1 {
+		return fmt.Errorf("gen: Sentences must be at least 1, got %d", opts.Sentences)
+	}
+	n := int64(opts.Sentences)
+	if opts.Translations < 0 || int64(opts.Translations) > n*(n-1) {
+		return fmt.Errorf("gen: Translations must be in [0, %d], got %d", n*(n-1), opts.Translations)
+	}
+	tmp := path + ".gen-tmp"
+	_ = os.Remove(tmp)
+	if err := write(tmp, opts); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("gen: %w", err)
+	}
+	return nil
+}
+
+func write(path string, opts SentencesOptions) (err error) {
+	ctx := context.Background()
+	db, err := sql.Open(driverName, "file:"+path)
+	if err != nil {
+		return fmt.Errorf("gen: open %s: %w", path, err)
+	}
+	defer func() {
+		if cerr := db.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("gen: close: %w", cerr)
+		}
+	}()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("gen: open %s: %w", path, err)
+	}
+	defer conn.Close()
+
+	// No journal and no syncs: the file is built in one go and renamed
+	// into place only when complete, so crash safety buys nothing here.
+	for _, p := range []string{
+		fmt.Sprintf("PRAGMA page_size=%d", PageSize),
+		"PRAGMA journal_mode=OFF",
+		"PRAGMA synchronous=OFF",
+		"PRAGMA locking_mode=EXCLUSIVE",
+		"PRAGMA cache_size=-65536", // 64 MiB
+	} {
+		if _, err := conn.ExecContext(ctx, p); err != nil {
+			return fmt.Errorf("gen: %s: %w", p, err)
+		}
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("gen: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, Schema); err != nil {
+		return fmt.Errorf("gen: create tables: %w", err)
+	}
+
+	total := opts.Sentences + opts.Translations
+	done := 0
+	tick := func() {
+		done++
+		if opts.Progress != nil && done%progressEvery == 0 && done < total {
+			opts.Progress(done, total)
+		}
+	}
+
+	ins := newBatcher(ctx, tx, "sentences", 3)
+	textRNG := newRNG(opts.Seed, 1)
+	langs := newLangPicker()
+	var buf []byte
+	for id := 1; id <= opts.Sentences; id++ {
+		l := langs.pick(textRNG)
+		size := textLength(textRNG)
+		if id%9973 == 3 {
+			// Guaranteed overflow rows, even in small data sets.
+			size = textRNG.between(5000, 20000)
+		}
+		buf = appendText(buf[:0], textRNG, l, size)
+		if err := ins.add(int64(id), l.code, string(buf)); err != nil {
+			return err
+		}
+		tick()
+	}
+	if err := ins.flush(); err != nil {
+		return err
+	}
+
+	ins = newBatcher(ctx, tx, "translations", 2)
+	linkRNG := newRNG(opts.Seed, 2)
+	var targets []int64
+	remT := int64(opts.Translations)
+	nSent := int64(opts.Sentences)
+	for id := int64(1); id <= nSent; id++ {
+		k := translationCount(linkRNG, remT, nSent-id+1, nSent)
+		remT -= k
+		targets = pickTargets(linkRNG, targets[:0], id, k, nSent)
+		for _, t := range targets {
+			if err := ins.add(id, t); err != nil {
+				return err
+			}
+			tick()
+		}
+	}
+	if err := ins.flush(); err != nil {
+		return err
+	}
+	if remT != 0 {
+		return errors.New("gen: internal error: translation budget not spent")
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("gen: commit: %w", err)
+	}
+	if opts.Progress != nil {
+		opts.Progress(total, total)
+	}
+	return nil
+}
+
+// translationCount draws how many translations the next sentence gets,
+// given remT translations still to place over remN sentences (this one
+// included) in a corpus of n sentences. Draws average out to remT/remN,
+// every draw leaves the rest placeable, and the last draw takes all that
+// is left, so the total comes out exact.
+func translationCount(r *rng, remT, remN, n int64) int64 {
+	maxPer := n - 1
+	if remN == 1 {
+		return remT
+	}
+	q := remT / remN
+	var k int64
+	if r.intn(100) == 0 {
+		// A popular sentence, translated into many languages.
+		k = int64(r.intn(int(20*q + 20)))
+	} else {
+		k = int64(r.intn(int(2*q + 2)))
+	}
+	k = min(k, maxPer, remT)
+	// Leave no more than the other sentences can take.
+	return max(k, remT-(remN-1)*maxPer)
+}
+
+// pickTargets appends k distinct sentence ids from [1, n], none equal to
+// id, to dst in ascending order.
+func pickTargets(r *rng, dst []int64, id, k, n int64) []int64 {
+	switch {
+	case k == 0:
+		return dst
+	case k <= 64 && k < (n-1)/2:
+		// Rejection sampling; duplicates are rare and checked linearly.
+		start := len(dst)
+		for int64(len(dst)-start) < k {
+			t := int64(r.intn(int(n))) + 1
+			if t == id || slices.Contains(dst[start:], t) {
+				continue
+			}
+			dst = append(dst, t)
+		}
+		slices.Sort(dst[start:])
+		return dst
+	default:
+		// Selection sampling (each candidate kept with probability
+		// needed/left) yields ids already sorted.
+		need, left := k, n-1
+		for t := int64(1); t <= n && need > 0; t++ {
+			if t == id {
+				continue
+			}
+			if int64(r.intn(int(left))) < need {
+				dst = append(dst, t)
+				need--
+			}
+			left--
+		}
+		return dst
+	}
+}
+
+// batcher inserts rows into a table batchRows at a time through one
+// prepared multi-row INSERT, to keep per-row overhead low.
+type batcher struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	table string
+	cols  int
+	full  *sql.Stmt
+	args  []any
+}
+
+func newBatcher(ctx context.Context, tx *sql.Tx, table string, cols int) *batcher {
+	return &batcher{ctx: ctx, tx: tx, table: table, cols: cols, args: make([]any, 0, batchRows*cols)}
+}
+
+func (b *batcher) insertSQL(rows int) string {
+	one := "(" + strings.Repeat("?,", b.cols-1) + "?)"
+	return "INSERT INTO " + b.table + " VALUES " + strings.Repeat(one+",", rows-1) + one
+}
+
+func (b *batcher) add(vals ...any) error {
+	b.args = append(b.args, vals...)
+	if len(b.args) < batchRows*b.cols {
+		return nil
+	}
+	if b.full == nil {
+		st, err := b.tx.PrepareContext(b.ctx, b.insertSQL(batchRows))
+		if err != nil {
+			return fmt.Errorf("gen: prepare insert into %s: %w", b.table, err)
+		}
+		b.full = st
+	}
+	if _, err := b.full.ExecContext(b.ctx, b.args...); err != nil {
+		return fmt.Errorf("gen: insert into %s: %w", b.table, err)
+	}
+	b.args = b.args[:0]
+	return nil
+}
+
+// flush writes any rows still buffered and releases the statement.
+func (b *batcher) flush() error {
+	if b.full != nil {
+		defer b.full.Close()
+	}
+	if len(b.args) == 0 {
+		return nil
+	}
+	if _, err := b.tx.ExecContext(b.ctx, b.insertSQL(len(b.args)/b.cols), b.args...); err != nil {
+		return fmt.Errorf("gen: insert into %s: %w", b.table, err)
+	}
+	b.args = b.args[:0]
+	return nil
+}

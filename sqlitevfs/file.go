@@ -1,0 +1,233 @@
+package sqlitevfs
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// errShortRead reports a read past the end of a file; SQLite expects the
+// rest of its buffer zeroed and SQLITE_IOERR_SHORT_READ.
+var errShortRead = errors.New("sqlitevfs: short read")
+
+// dbFile is one SQLite connection's handle on a registered image. SQLite
+// serializes the calls on one handle.
+type dbFile struct {
+	reg     *registration
+	scratch []byte // two pages, for the partial pages at either end of a read
+
+	// Sequential read-ahead (when the pages are a PageRanger and the
+	// window is above 1): after a run of reads of consecutive pages, the
+	// next read fetches window pages with one ReadPages call into ahead.
+	window    int
+	last      int64 // page of the previous whole-page read
+	run       int   // consecutive-page reads so far
+	ahead     []byte
+	aheadFrom int64 // first page held in ahead
+	aheadN    int64 // pages held in ahead
+}
+
+// seqRun is how many consecutive-page reads start read-ahead.
+const seqRun = 2
+
+func (f *dbFile) size() int64 { return f.reg.pageCount * int64(f.reg.pageSize) }
+
+func (f *dbFile) writeAt([]byte, int64) error { return ErrReadOnly }
+
+func (f *dbFile) truncate(int64) error { return ErrReadOnly }
+
+// readAt fills p from offset off of the image, reading whole pages. Past
+// the end of the image it returns the count read and errShortRead.
+func (f *dbFile) readAt(p []byte, off int64) (int, error) {
+	r := f.reg
+	if r.gone.Load() {
+		err := fmt.Errorf("%w: %q", ErrUnregistered, r.name)
+		r.setErr(err)
+		return 0, err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("sqlitevfs: negative offset %d", off)
+	}
+	end := min(off+int64(len(p)), f.size())
+	if end <= off {
+		return 0, errShortRead
+	}
+	n := int(end - off)
+	if err := f.fill(p[:n], off); err != nil {
+		r.setErr(err)
+		return 0, err
+	}
+	if n < len(p) {
+		return n, errShortRead
+	}
+	return n, nil
+}
+
+// fill reads p (within the image) starting at off.
+func (f *dbFile) fill(p []byte, off int64) error {
+	r := f.reg
+	ps := int64(r.pageSize)
+	first := off/ps + 1
+	last := (off+int64(len(p))-1)/ps + 1
+
+	// The common case: exactly one whole page.
+	if first == last && off%ps == 0 && int64(len(p)) == ps {
+		return f.wholePage(first, p)
+	}
+
+	// Target buffers, one per page: the caller's memory where a page is
+	// covered whole, scratch space for the partial pages at the ends.
+	bufs := make([][]byte, last-first+1)
+	for i := range bufs {
+		pg := first + int64(i)
+		start := (pg - 1) * ps // offset of this page in the image
+		if start >= off && start+ps <= off+int64(len(p)) {
+			bufs[i] = p[start-off : start-off+ps]
+			continue
+		}
+		bufs[i] = f.scratchPage(pg == first)
+	}
+	if err := f.readPages(first, bufs); err != nil {
+		return err
+	}
+	// Copy out the partial ends (whole pages already landed in p).
+	if head := bufs[0]; off%ps != 0 || len(p) < int(ps) {
+		copy(p, head[off%ps:])
+	}
+	if len(bufs) > 1 {
+		start := (last - 1) * ps
+		if tailLen := off + int64(len(p)) - start; tailLen < ps {
+			copy(p[start-off:], bufs[len(bufs)-1][:tailLen])
+		}
+	}
+	return nil
+}
+
+func (f *dbFile) scratchPage(head bool) []byte {
+	ps := f.reg.pageSize
+	if f.scratch == nil {
+		f.scratch = make([]byte, 2*ps)
+	}
+	if head {
+		return f.scratch[:ps]
+	}
+	return f.scratch[ps:]
+}
+
+// wholePage reads page n into p, through the read-ahead window.
+func (f *dbFile) wholePage(n int64, p []byte) error {
+	if n >= f.aheadFrom && n < f.aheadFrom+f.aheadN {
+		ps := int64(f.reg.pageSize)
+		copy(p, f.ahead[(n-f.aheadFrom)*ps:])
+		f.last = n
+		return nil
+	}
+	if n == f.last+1 {
+		f.run++
+	} else {
+		f.run = 0
+	}
+	f.last = n
+	r := f.reg
+	if r.ranger == nil || f.window < 2 || f.run < seqRun {
+		return f.readPage(n, p)
+	}
+	w := min(int64(f.window), r.pageCount-n+1)
+	ps := r.pageSize
+	if f.ahead == nil {
+		f.ahead = make([]byte, f.window*ps)
+	}
+	bufs := make([][]byte, w)
+	for i := range bufs {
+		bufs[i] = f.ahead[i*ps : (i+1)*ps]
+	}
+	f.aheadN = 0
+	if err := f.readPages(n, bufs); err != nil {
+		return err
+	}
+	f.aheadFrom, f.aheadN = n, w
+	copy(p, bufs[0])
+	return nil
+}
+
+func (f *dbFile) readPage(n int64, p []byte) error {
+	r := f.reg
+	if err := r.pages.ReadPage(r.ctx, n, p); err != nil {
+		return fmt.Errorf("sqlitevfs: %s: read page %d: %w", r.name, n, err)
+	}
+	return nil
+}
+
+func (f *dbFile) readPages(first int64, bufs [][]byte) error {
+	r := f.reg
+	if len(bufs) == 1 {
+		return f.readPage(first, bufs[0])
+	}
+	if r.ranger != nil {
+		if err := r.ranger.ReadPages(r.ctx, first, bufs); err != nil {
+			return fmt.Errorf("sqlitevfs: %s: read pages %d-%d: %w", r.name, first, first+int64(len(bufs))-1, err)
+		}
+		return nil
+	}
+	for i, b := range bufs {
+		if err := f.readPage(first+int64(i), b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memFile is a temporary file kept in memory: a temporary database, a
+// sorter spill file or a statement journal of one connection.
+type memFile struct {
+	mu   sync.Mutex
+	data []byte
+}
+
+func (m *memFile) size() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.data))
+}
+
+func (m *memFile) readAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if off >= int64(len(m.data)) {
+		return 0, errShortRead
+	}
+	n := copy(p, m.data[off:])
+	if n < len(p) {
+		return n, errShortRead
+	}
+	return n, nil
+}
+
+func (m *memFile) writeAt(p []byte, off int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	end := off + int64(len(p))
+	if old := int64(len(m.data)); end > old {
+		if end > int64(cap(m.data)) {
+			grown := make([]byte, end, max(end, 2*int64(cap(m.data))))
+			copy(grown, m.data)
+			m.data = grown
+		} else {
+			m.data = m.data[:end]
+			// Bytes between the old end and off may hold data from
+			// before a truncate: a file reads back zeros there.
+			clear(m.data[old:max(old, off)])
+		}
+	}
+	copy(m.data[off:], p)
+	return nil
+}
+
+func (m *memFile) truncate(size int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if size < int64(len(m.data)) {
+		m.data = m.data[:size]
+	}
+	return nil
+}

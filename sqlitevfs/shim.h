@@ -1,0 +1,79 @@
+/*
+ * The part of SQLite's C interface the chunkd VFS shim needs, declared here
+ * from the documented, stable ABI (https://sqlite.org/c3ref/vfs.html and
+ * https://sqlite.org/c3ref/io_methods.html) so the package does not depend
+ * on where a driver keeps its copy of sqlite3.h. The functions themselves
+ * come from the SQLite library linked into the program by
+ * github.com/mattn/go-sqlite3.
+ */
+#ifndef CHUNKD_SQLITEVFS_SHIM_H
+#define CHUNKD_SQLITEVFS_SHIM_H
+
+#include <stdint.h>
+
+typedef long long sqlite3_int64;
+
+typedef struct sqlite3_file sqlite3_file;
+typedef struct sqlite3_io_methods sqlite3_io_methods;
+typedef struct sqlite3_vfs sqlite3_vfs;
+
+struct sqlite3_file {
+	const sqlite3_io_methods *pMethods;
+};
+
+/* Version 1 of sqlite3_io_methods: no shared memory, no memory mapping. */
+struct sqlite3_io_methods {
+	int iVersion;
+	int (*xClose)(sqlite3_file *);
+	int (*xRead)(sqlite3_file *, void *, int iAmt, sqlite3_int64 iOfst);
+	int (*xWrite)(sqlite3_file *, const void *, int iAmt, sqlite3_int64 iOfst);
+	int (*xTruncate)(sqlite3_file *, sqlite3_int64 size);
+	int (*xSync)(sqlite3_file *, int flags);
+	int (*xFileSize)(sqlite3_file *, sqlite3_int64 *pSize);
+	int (*xLock)(sqlite3_file *, int);
+	int (*xUnlock)(sqlite3_file *, int);
+	int (*xCheckReservedLock)(sqlite3_file *, int *pResOut);
+	int (*xFileControl)(sqlite3_file *, int op, void *pArg);
+	int (*xSectorSize)(sqlite3_file *);
+	int (*xDeviceCharacteristics)(sqlite3_file *);
+};
+
+/* Version 2 of sqlite3_vfs (adds xCurrentTimeInt64). */
+struct sqlite3_vfs {
+	int iVersion;
+	int szOsFile;
+	int mxPathname;
+	sqlite3_vfs *pNext;
+	const char *zName;
+	void *pAppData;
+	int (*xOpen)(sqlite3_vfs *, const char *zName, sqlite3_file *, int flags, int *pOutFlags);
+	int (*xDelete)(sqlite3_vfs *, const char *zName, int syncDir);
+	int (*xAccess)(sqlite3_vfs *, const char *zName, int flags, int *pResOut);
+	int (*xFullPathname)(sqlite3_vfs *, const char *zName, int nOut, char *zOut);
+	void *(*xDlOpen)(sqlite3_vfs *, const char *zFilename);
+	void (*xDlError)(sqlite3_vfs *, int nByte, char *zErrMsg);
+	void (*(*xDlSym)(sqlite3_vfs *, void *, const char *zSymbol))(void);
+	void (*xDlClose)(sqlite3_vfs *, void *);
+	int (*xRandomness)(sqlite3_vfs *, int nByte, char *zOut);
+	int (*xSleep)(sqlite3_vfs *, int microseconds);
+	int (*xCurrentTime)(sqlite3_vfs *, double *);
+	int (*xGetLastError)(sqlite3_vfs *, int, char *);
+	int (*xCurrentTimeInt64)(sqlite3_vfs *, sqlite3_int64 *);
+};
+
+sqlite3_vfs *sqlite3_vfs_find(const char *zVfsName);
+int sqlite3_vfs_register(sqlite3_vfs *, int makeDflt);
+sqlite3_int64 sqlite3_uri_int64(const char *zFilename, const char *zParam, sqlite3_int64 dflt);
+
+/* Result codes used by the shim. */
+#define CHUNKD_SQLITE_OK 0
+#define CHUNKD_SQLITE_ERROR 1
+#define CHUNKD_SQLITE_NOTFOUND 12
+#define CHUNKD_SQLITE_CANTOPEN 14
+#define CHUNKD_SQLITE_IOERR_DELETE_NOENT (10 | (23 << 8))
+
+/* chunkd_register registers the VFS under name; it returns an SQLite
+ * result code. */
+int chunkd_register(const char *name, int maxPathname);
+
+#endif

@@ -1,0 +1,226 @@
+// Package sqlitevfs lets SQLite query read-only database images whose pages
+// come from Go code rather than from a file.
+//
+// A database image is anything that implements Pages. Register puts one
+// under a name, Open returns a *sql.DB that reads it through the VFS
+// registered with SQLite as "chunkd", and Unregister takes it away. Any
+// number of images can be registered at once, each with its own Pages;
+// connections to one never see pages of another.
+//
+// Databases are opened read-only and immutable (mode=ro&immutable=1):
+// SQLite takes no locks, looks for no journal or WAL, and refuses every
+// write with SQLITE_READONLY ("attempt to write a readonly database").
+// Temporary files SQLite needs while querying (sorter spills, temporary
+// tables) live in memory.
+//
+// SQLite reads whole pages almost always, but not only: it reads the
+// 100-byte header at offset 0 when opening, and reads may in principle
+// start inside a page or span several. The VFS maps every read onto whole
+// pages of the image, so a Pages implementation only ever sees full-page
+// reads of pages 1..PageCount.
+//
+// The package uses cgo: it builds on github.com/mattn/go-sqlite3 (SQLite
+// compiled from C) and needs CGO_ENABLED=1 and a C compiler.
+package sqlitevfs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// VFSName is the name the VFS is registered with in SQLite.
+const VFSName = "chunkd"
+
+// readAheadParam is the URI parameter carrying Options.ReadAheadPages.
+const readAheadParam = "chunkd_readahead"
+
+// maxReadAhead caps Options.ReadAheadPages.
+const maxReadAhead = 1024
+
+// DriverName is the database/sql driver Open uses (github.com/mattn/go-sqlite3).
+const DriverName = "sqlite3"
+
+// Pages is a read-only SQLite database image, addressed by page.
+//
+// Its methods may be called from many goroutines at once (one per SQLite
+// connection reading it). The image must not change while registered.
+type Pages interface {
+	// PageSize is the database page size in bytes: a power of two from
+	// 512 to 65536, equal to the page size in the image's header.
+	PageSize() int
+	// PageCount is the number of pages in the image.
+	PageCount() int64
+	// ReadPage reads page n (1-based) into p (len(p) == PageSize()).
+	ReadPage(ctx context.Context, n int64, p []byte) error
+}
+
+// PageRanger is an optional interface of Pages for reading several
+// consecutive pages at once (batching, read-ahead in a cache tier). When a
+// single SQLite read spans more than one page, the VFS calls ReadPages once
+// instead of ReadPage per page.
+type PageRanger interface {
+	// ReadPages reads pages first, first+1, ..., first+len(ps)-1 into
+	// ps[0], ps[1], ...; each len(ps[i]) == PageSize().
+	ReadPages(ctx context.Context, first int64, ps [][]byte) error
+}
+
+// Errors returned by this package (wrapped; test with errors.Is).
+var (
+	// ErrReadOnly: a write reached the VFS. Writes through SQL fail
+	// before that with SQLite's own SQLITE_READONLY error.
+	ErrReadOnly = errors.New("sqlitevfs: database is read-only")
+	// ErrExists: Register was given a name already registered.
+	ErrExists = errors.New("sqlitevfs: name already registered")
+	// ErrNotRegistered: no database is registered under the name.
+	ErrNotRegistered = errors.New("sqlitevfs: name not registered")
+	// ErrUnregistered: the database was unregistered while still open.
+	ErrUnregistered = errors.New("sqlitevfs: database unregistered")
+	// ErrBadPages: a Pages reports an impossible geometry.
+	ErrBadPages = errors.New("sqlitevfs: invalid page geometry")
+)
+
+// registration is one registered image.
+type registration struct {
+	name      string
+	pages     Pages
+	ranger    PageRanger // pages as a PageRanger, or nil
+	pageSize  int
+	pageCount int64
+	ctx       context.Context // canceled by Unregister
+	cancel    context.CancelFunc
+	gone      atomic.Bool // set by Unregister
+	lastErr   atomic.Pointer[error]
+}
+
+func (r *registration) setErr(err error) { r.lastErr.Store(&err) }
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]*registration{}
+)
+
+func lookup(name string) *registration {
+	mu.RLock()
+	defer mu.RUnlock()
+	return registry[name]
+}
+
+// Register makes p available under name for Open. The page size and page
+// count are read once, now: the image must not change while registered.
+// Names are opaque keys (any non-empty string of at most 1024 bytes
+// without NUL), not file paths.
+func Register(name string, p Pages) error {
+	if name == "" || len(name) > maxName || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("sqlitevfs: bad database name %q", name)
+	}
+	ps, n := p.PageSize(), p.PageCount()
+	if ps < 512 || ps > 65536 || ps&(ps-1) != 0 || n < 0 || n > (1<<62)/int64(ps) {
+		return fmt.Errorf("%w: page size %d, %d pages", ErrBadPages, ps, n)
+	}
+	if err := registerVFS(); err != nil {
+		return err
+	}
+	r := &registration{name: name, pages: p, pageSize: ps, pageCount: n}
+	r.ranger, _ = p.(PageRanger)
+	mu.Lock()
+	defer mu.Unlock()
+	if registry[name] != nil {
+		return fmt.Errorf("%w: %q", ErrExists, name)
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	registry[name] = r
+	return nil
+}
+
+// Unregister removes name. Opening it fails from now on; connections that
+// still have it open fail their next page read with ErrUnregistered, and
+// reads in progress see their context canceled. Close the *sql.DB first.
+func Unregister(name string) error {
+	mu.Lock()
+	r := registry[name]
+	delete(registry, name)
+	mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("%w: %q", ErrNotRegistered, name)
+	}
+	r.gone.Store(true)
+	r.cancel()
+	return nil
+}
+
+// LastReadError returns the most recent error a page read of the database
+// registered as name failed with, or nil. A query that fails because a read
+// failed reports SQLite's generic "disk I/O error" (SQLITE_IOERR_READ);
+// this is the cause.
+func LastReadError(name string) error {
+	r := lookup(name)
+	if r == nil {
+		return nil
+	}
+	if p := r.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Options tune the connections Open makes. The zero value is fine.
+type Options struct {
+	// CacheKiB sets SQLite's page cache per connection (PRAGMA
+	// cache_size=-CacheKiB). Zero keeps SQLite's default, 2000 KiB.
+	CacheKiB int
+	// ReadAheadPages, if above 1 and the Pages is a PageRanger, turns on
+	// sequential read-ahead: once a connection has read a few consecutive
+	// pages, its next read fetches this many pages in one ReadPages call
+	// and serves the following reads from them. Each connection keeps its
+	// own window of ReadAheadPages pages. Zero turns it off.
+	ReadAheadPages int
+}
+
+// DSN returns the data source name for sql.Open(DriverName, ...) that opens
+// the database registered as name read-only through the VFS.
+func DSN(name string, opts *Options) string {
+	var b strings.Builder
+	b.WriteString("file:")
+	b.WriteString(escapeName(name))
+	b.WriteString("?vfs=" + VFSName + "&mode=ro&immutable=1")
+	if opts != nil && opts.CacheKiB > 0 {
+		fmt.Fprintf(&b, "&_cache_size=%d", -opts.CacheKiB)
+	}
+	if opts != nil && opts.ReadAheadPages > 1 {
+		fmt.Fprintf(&b, "&%s=%d", readAheadParam, opts.ReadAheadPages)
+	}
+	return b.String()
+}
+
+// Open returns a *sql.DB for the database registered as name, read-only.
+// Each connection of the pool is an SQLite connection with its own page
+// cache. Close it before Unregister.
+func Open(name string, opts *Options) (*sql.DB, error) {
+	if lookup(name) == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNotRegistered, name)
+	}
+	return sql.Open(DriverName, DSN(name, opts))
+}
+
+// escapeName %-escapes everything but unreserved characters, so that an
+// SQLite URI filename decodes back to exactly name.
+func escapeName(name string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}

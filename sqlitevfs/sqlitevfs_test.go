@@ -1,0 +1,570 @@
+package sqlitevfs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/chunkd/chunkd/gen"
+)
+
+// testDB generates a small corpus, adds a table of blobs (one larger than
+// several pages), and returns its path.
+func testDB(t testing.TB, seed int64, sentences int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("db%d.sqlite", seed))
+	if err := gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: 2 * sentences, Seed: seed}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open(DriverName, "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(uint64(seed), 1))
+	for i, n := range []int{10, 3000, 70000} {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		if _, err := db.Exec(`INSERT INTO blobs VALUES (?, ?)`, i+1, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// filePages opens path as FilePages, closed at the end of the test.
+func filePages(t testing.TB, path string) *FilePages {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	p, err := NewFilePages(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var nameSeq atomic.Int64
+
+// register registers p under a fresh name and opens it.
+func register(t testing.TB, p Pages, opts *Options) (string, *sql.DB) {
+	t.Helper()
+	name := fmt.Sprintf("test/%s/%d", t.Name(), nameSeq.Add(1))
+	if err := Register(name, p); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		Unregister(name)
+	})
+	return name, db
+}
+
+// result runs query and returns a digest of all rows, and the row count.
+func result(t testing.TB, db *sql.DB, query string) (string, int) {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	h := sha256.New()
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			fmt.Fprintf(h, "%T:%v|", v, v)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)), n
+}
+
+var queries = []string{
+	gen.SeedQuery,
+	`SELECT Lang, count(*), sum(length(Text)), max(length(Text)) FROM sentences GROUP BY Lang ORDER BY Lang`,
+	`SELECT s.SentenceId, s.Lang, t.TranslationId FROM sentences s JOIN translations t ON t.SentenceId = s.SentenceId WHERE s.SentenceId % 97 = 1 ORDER BY s.SentenceId DESC, t.TranslationId`,
+	`SELECT SentenceId, Text FROM sentences ORDER BY length(Text) DESC, SentenceId LIMIT 25`,
+	`SELECT SentenceId FROM sentences ORDER BY Text || Text, SentenceId`,
+	`SELECT id, length(b), b FROM blobs ORDER BY id`,
+	`SELECT count(*) FROM translations t JOIN sentences s ON s.SentenceId = t.TranslationId WHERE s.Lang = 'eng'`,
+	`PRAGMA integrity_check`,
+}
+
+func TestSameResultsAsFile(t *testing.T) {
+	path := testDB(t, 1, 5200)
+	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+
+	fp := filePages(t, path)
+	variants := []struct {
+		name  string
+		pages Pages
+		opts  *Options
+	}{
+		{"ranger", fp, nil},
+		{"pages-only", pagesOnly{fp}, nil},
+		// A tiny cache makes the ORDER BY sorter spill to temporary
+		// files, which live in memory.
+		{"small-cache", fp, &Options{CacheKiB: 64}},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			temps := tempOpens.Load()
+			defer func() {
+				if v.opts != nil && tempOpens.Load() == temps {
+					t.Error("no temporary file was opened")
+				}
+			}()
+			_, db := register(t, v.pages, v.opts)
+			for _, q := range queries {
+				want, wn := result(t, plain, q)
+				got, gn := result(t, db, q)
+				if got != want || gn != wn {
+					t.Errorf("%s: %d rows %s through VFS, %d rows %s from file", q, gn, got[:8], wn, want[:8])
+				}
+				if wn == 0 {
+					t.Errorf("%s: no rows", q)
+				}
+			}
+		})
+	}
+
+	// The blob larger than a page comes back byte for byte.
+	_, db := register(t, fp, nil)
+	var viaVFS, viaFile []byte
+	if err := db.QueryRow(`SELECT b FROM blobs WHERE id = 3`).Scan(&viaVFS); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.QueryRow(`SELECT b FROM blobs WHERE id = 3`).Scan(&viaFile); err != nil {
+		t.Fatal(err)
+	}
+	if len(viaVFS) != 70000 || !bytes.Equal(viaVFS, viaFile) {
+		t.Errorf("blob: %d bytes via VFS, %d from file, equal=%v", len(viaVFS), len(viaFile), bytes.Equal(viaVFS, viaFile))
+	}
+}
+
+// pagesOnly hides PageRanger.
+type pagesOnly struct{ Pages }
+
+func TestTemporaryFilesInMemory(t *testing.T) {
+	path := testDB(t, 2, 3000)
+	_, db := register(t, filePages(t, path), &Options{CacheKiB: 16})
+	db.SetMaxOpenConns(1)
+	temps := tempOpens.Load()
+	// A temporary table larger than its 10-page cache spills to a file.
+	for _, s := range []string{
+		`PRAGMA temp.cache_size = 10`,
+		`CREATE TEMP TABLE ids AS SELECT SentenceId, Text FROM sentences WHERE SentenceId % 3 = 0`,
+	} {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM ids JOIN translations t ON t.SentenceId = ids.SentenceId`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Error("join with temp table found nothing")
+	}
+	if tempOpens.Load() == temps {
+		t.Error("no temporary file was opened")
+	}
+}
+
+func TestWritesFailReadOnly(t *testing.T) {
+	path := testDB(t, 3, 500)
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, db := register(t, filePages(t, path), nil)
+	for _, stmt := range []string{
+		`INSERT INTO sentences VALUES (100000, 'eng', 'Hello.')`,
+		`UPDATE sentences SET Text = 'x' WHERE SentenceId = 1`,
+		`DELETE FROM translations`,
+		`CREATE TABLE t(x)`,
+		`DROP TABLE blobs`,
+		`PRAGMA user_version = 7`,
+		`VACUUM`,
+	} {
+		_, err := db.Exec(stmt)
+		var se sqlite3.Error
+		if !errors.As(err, &se) || se.Code != sqlite3.ErrReadonly || !strings.Contains(err.Error(), "readonly database") {
+			t.Errorf("%s: got %v, want SQLITE_READONLY", stmt, err)
+		}
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("database file changed")
+	}
+
+	// Below SQL, the VFS refuses writes too.
+	f := &dbFile{reg: &registration{pageSize: 4096, pageCount: 1}}
+	if err := f.writeAt(make([]byte, 4096), 0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("writeAt: %v", err)
+	}
+	if err := f.truncate(0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("truncate: %v", err)
+	}
+}
+
+func TestConcurrentDatabasesDoNotMix(t *testing.T) {
+	paths := []string{testDB(t, 10, 5200), testDB(t, 11, 6100)}
+	type want struct {
+		digest string
+		rows   int
+	}
+	// Queries that read much of each database, without big sorts.
+	queries := []string{queries[0], queries[1], queries[2], queries[3], queries[6]}
+	var dbs []*sql.DB
+	var wants [][]want
+	for _, p := range paths {
+		plain, err := sql.Open(DriverName, "file:"+p+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ws []want
+		for _, q := range queries {
+			d, n := result(t, plain, q)
+			ws = append(ws, want{d, n})
+		}
+		plain.Close()
+		wants = append(wants, ws)
+		_, db := register(t, filePages(t, p), &Options{CacheKiB: 32})
+		dbs = append(dbs, db)
+	}
+	if wants[0][0].rows == 0 || wants[0][1] == wants[1][1] {
+		t.Fatal("test databases are alike")
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			i := g % 2
+			for _, qi := range rand.Perm(len(queries)) {
+				got, n := result(t, dbs[i], queries[qi])
+				if got != wants[i][qi].digest || n != wants[i][qi].rows {
+					t.Errorf("db %d: %s: wrong result", i, queries[qi])
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// failingPages fails (or panics) reading pages above limit once armed.
+type failingPages struct {
+	Pages
+	armed atomic.Bool
+	panic bool
+	limit int64
+}
+
+var errInjected = errors.New("injected: chunk not found")
+
+func (p *failingPages) ReadPage(ctx context.Context, n int64, b []byte) error {
+	if p.armed.Load() && n > p.limit {
+		if p.panic {
+			panic("page source exploded")
+		}
+		return errInjected
+	}
+	return p.Pages.ReadPage(ctx, n, b)
+}
+
+func TestReadErrorsSurface(t *testing.T) {
+	path := testDB(t, 4, 5500)
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panic=%v", panics), func(t *testing.T) {
+			fp := &failingPages{Pages: filePages(t, path), limit: 1, panic: panics}
+			name, db := register(t, fp, nil)
+			var n int
+			if err := db.QueryRow(`SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil || n == 0 {
+				t.Fatalf("schema: %d %v", n, err)
+			}
+			const q = `SELECT Text FROM translations JOIN sentences ON translations.TranslationId = sentences.SentenceId WHERE translations.SentenceId % 50 = 0`
+			fp.armed.Store(true)
+			_, _, err := scanAll(db, q)
+			var se sqlite3.Error
+			if !errors.As(err, &se) || se.Code != sqlite3.ErrIoErr {
+				t.Fatalf("query error = %v, want SQLITE_IOERR", err)
+			}
+			last := LastReadError(name)
+			if last == nil {
+				t.Fatal("LastReadError = nil")
+			}
+			if !panics && (!errors.Is(last, errInjected) || !strings.Contains(last.Error(), "read page")) {
+				t.Errorf("LastReadError = %v, want it to wrap the injected error", last)
+			}
+			if panics && !strings.Contains(last.Error(), "page source exploded") {
+				t.Errorf("LastReadError = %v, want the panic", last)
+			}
+			// Once the source recovers, the same connection pool works.
+			fp.armed.Store(false)
+			if _, rows, err := scanAll(db, q); err != nil || rows < 100 {
+				t.Errorf("after recovery: %d rows, %v", rows, err)
+			}
+		})
+	}
+}
+
+func scanAll(db *sql.DB, q string) (bytes, rows int, err error) {
+	r, err := db.Query(q)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.Close()
+	for r.Next() {
+		var s sql.RawBytes
+		if err := r.Scan(&s); err != nil {
+			return 0, 0, err
+		}
+		bytes += len(s)
+		rows++
+	}
+	return bytes, rows, r.Err()
+}
+
+// TestUnalignedReads drives the VFS read path directly with reads that
+// start inside pages, span pages and run past the end.
+func TestUnalignedReads(t *testing.T) {
+	path := testDB(t, 5, 300)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := filePages(t, path)
+	var calls atomic.Int64
+	for _, p := range []Pages{fp, pagesOnly{fp}, countingPages{fp, &calls}} {
+		r := &registration{name: "direct", pages: p, pageSize: p.PageSize(), pageCount: p.PageCount(), ctx: context.Background()}
+		r.ranger, _ = p.(PageRanger)
+		f := &dbFile{reg: r}
+		ps := int64(p.PageSize())
+		size := int64(len(raw))
+		cases := [][2]int64{
+			{0, 100}, {0, ps}, {ps, ps}, {24, 4}, {ps - 1, 2}, {ps - 10, 3*ps + 20},
+			{0, size}, {size - 5, 5}, {size - 5, 50}, {size, 10}, {size + ps, ps},
+		}
+		rnd := rand.New(rand.NewPCG(1, 2))
+		for range 300 {
+			off := rnd.Int64N(size + 2*ps)
+			cases = append(cases, [2]int64{off, 1 + rnd.Int64N(4*ps)})
+		}
+		for _, c := range cases {
+			off, n := c[0], c[1]
+			buf := bytes.Repeat([]byte{0xAA}, int(n))
+			got, err := f.readAt(buf, off)
+			want := max(0, min(n, size-off))
+			if int64(got) != want {
+				t.Fatalf("readAt(%d, %d) = %d, want %d", off, n, got, want)
+			}
+			if (want < n) != errors.Is(err, errShortRead) || (want == n && err != nil) {
+				t.Fatalf("readAt(%d, %d): err %v", off, n, err)
+			}
+			if want > 0 && !bytes.Equal(buf[:want], raw[off:off+want]) {
+				t.Fatalf("readAt(%d, %d): wrong bytes", off, n)
+			}
+		}
+	}
+	if calls.Load() == 0 {
+		t.Error("counting pages saw no reads")
+	}
+}
+
+// countingPages counts ReadPage calls and checks they are whole pages in
+// range.
+type countingPages struct {
+	*FilePages
+	calls *atomic.Int64
+}
+
+func (c countingPages) ReadPage(ctx context.Context, n int64, p []byte) error {
+	c.calls.Add(1)
+	if n < 1 || n > c.PageCount() || len(p) != c.PageSize() {
+		panic(fmt.Sprintf("bad ReadPage(%d, len %d)", n, len(p)))
+	}
+	return c.FilePages.ReadPage(ctx, n, p)
+}
+
+func TestPageSizes(t *testing.T) {
+	for _, ps := range []int{512, 65536} {
+		t.Run(fmt.Sprint(ps), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "p.db")
+			plain, err := sql.Open(DriverName, "file:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer plain.Close()
+			plain.SetMaxOpenConns(1)
+			for _, s := range []string{
+				fmt.Sprintf("PRAGMA page_size=%d", ps),
+				"CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)",
+				"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i < 3000) INSERT INTO t SELECT i, printf('%0*d', i % 700, i) FROM c",
+			} {
+				if _, err := plain.Exec(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fp := filePages(t, path)
+			if fp.PageSize() != ps {
+				t.Fatalf("page size %d", fp.PageSize())
+			}
+			_, db := register(t, fp, nil)
+			q := `SELECT count(*), sum(length(v)), max(v) FROM t`
+			want, _ := result(t, plain, q)
+			got, _ := result(t, db, q)
+			if got != want {
+				t.Error("results differ")
+			}
+		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	path := testDB(t, 6, 200)
+	fp := filePages(t, path)
+	name := "odd name/with?query&chars #1 %41 ü"
+	if err := Register(name, fp); err != nil {
+		t.Fatal(err)
+	}
+	if err := Register(name, fp); !errors.Is(err, ErrExists) {
+		t.Errorf("second Register: %v", err)
+	}
+	db, err := Open(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM sentences`).Scan(&n); err != nil || n != 200 {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	db.Close()
+	if err := Unregister(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unregister(name); !errors.Is(err, ErrNotRegistered) {
+		t.Errorf("second Unregister: %v", err)
+	}
+	if _, err := Open(name, nil); !errors.Is(err, ErrNotRegistered) {
+		t.Errorf("Open after Unregister: %v", err)
+	}
+	// A DSN for a name no longer registered fails to open, and leaves
+	// other open databases alone.
+	_, other := register(t, fp, nil)
+	stale, err := sql.Open(DriverName, DSN(name, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	if err := stale.Ping(); err == nil {
+		t.Error("opening an unregistered name succeeded")
+	}
+	if err := other.QueryRow(`SELECT count(*) FROM translations`).Scan(&n); err != nil || n != 400 {
+		t.Errorf("other database after failed open: %d, %v", n, err)
+	}
+
+	for _, bad := range []string{"", "a\x00b", strings.Repeat("x", 2000)} {
+		if err := Register(bad, fp); err == nil {
+			t.Errorf("Register(%q) succeeded", bad)
+		}
+	}
+	if err := Register("bad-geometry", badPages{}); !errors.Is(err, ErrBadPages) {
+		t.Errorf("bad geometry: %v", err)
+	}
+}
+
+type badPages struct{}
+
+func (badPages) PageSize() int                                 { return 1000 }
+func (badPages) PageCount() int64                              { return 1 }
+func (badPages) ReadPage(context.Context, int64, []byte) error { return nil }
+
+func TestUnregisterWhileOpen(t *testing.T) {
+	path := testDB(t, 7, 3000)
+	fp := filePages(t, path)
+	name := "unregister-while-open"
+	if err := Register(name, fp); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(name, &Options{CacheKiB: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, _, err := scanAll(db, gen.SeedQuery); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unregister(name); err != nil {
+		t.Fatal(err)
+	}
+	// Pages still in SQLite's cache may answer; a full scan of more than
+	// the cache cannot.
+	if _, _, err := scanAll(db, `SELECT Text FROM sentences`); err == nil {
+		t.Error("reading an unregistered database succeeded")
+	}
+}
+
+func TestMemFile(t *testing.T) {
+	var m memFile
+	buf := make([]byte, 8)
+	if n, err := m.readAt(buf, 0); n != 0 || !errors.Is(err, errShortRead) {
+		t.Fatalf("empty read: %d %v", n, err)
+	}
+	m.writeAt([]byte("hello"), 3)
+	if n, err := m.readAt(buf, 0); n != 8 || err != nil || string(buf) != "\x00\x00\x00hello" {
+		t.Fatalf("read: %d %v %q", n, err, buf)
+	}
+	m.truncate(4)
+	m.writeAt([]byte("!"), 6)
+	if n, err := m.readAt(buf, 0); n != 7 || !errors.Is(err, errShortRead) || string(buf[:7]) != "\x00\x00\x00h\x00\x00!" {
+		t.Fatalf("after truncate: %d %v %q", n, err, buf[:n])
+	}
+	if m.size() != 7 {
+		t.Fatalf("size %d", m.size())
+	}
+}
