@@ -148,6 +148,7 @@ func TestSameResultsAsFile(t *testing.T) {
 		// A tiny cache makes the ORDER BY sorter spill to temporary
 		// files, which live in memory.
 		{"small-cache", fp, &Options{CacheKiB: 64}},
+		{"read-ahead", fp, &Options{CacheKiB: 64, ReadAheadPages: 8}},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
@@ -566,5 +567,59 @@ func TestMemFile(t *testing.T) {
 	}
 	if m.size() != 7 {
 		t.Fatalf("size %d", m.size())
+	}
+}
+
+// rangeCounter counts the calls reaching a FilePages.
+type rangeCounter struct {
+	*FilePages
+	pages, ranges, ranged atomic.Int64
+}
+
+func (c *rangeCounter) ReadPage(ctx context.Context, n int64, p []byte) error {
+	c.pages.Add(1)
+	return c.FilePages.ReadPage(ctx, n, p)
+}
+
+func (c *rangeCounter) ReadPages(ctx context.Context, first int64, ps [][]byte) error {
+	c.ranges.Add(1)
+	c.ranged.Add(int64(len(ps)))
+	return c.FilePages.ReadPages(ctx, first, ps)
+}
+
+func TestReadAhead(t *testing.T) {
+	path := testDB(t, 8, 5000)
+	const q = `SELECT count(*), sum(length(Text)) FROM sentences`
+	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	want, _ := result(t, plain, q)
+
+	for _, window := range []int{0, 16} {
+		t.Run(fmt.Sprint(window), func(t *testing.T) {
+			c := &rangeCounter{FilePages: filePages(t, path)}
+			_, db := register(t, c, &Options{ReadAheadPages: window})
+			if got, _ := result(t, db, q); got != want {
+				t.Fatal("results differ")
+			}
+			total := c.PageCount()
+			t.Logf("window %d: %d pages in file, %d ReadPage calls, %d ReadPages calls for %d pages",
+				window, total, c.pages.Load(), c.ranges.Load(), c.ranged.Load())
+			if window == 0 && c.ranges.Load() != 0 {
+				t.Error("ReadPages called without read-ahead")
+			}
+			if window > 0 {
+				// A scan of a table written in order is almost all
+				// sequential: nearly every page arrives in a batch.
+				if c.ranges.Load() == 0 || c.pages.Load() > total/4 {
+					t.Errorf("read-ahead barely used")
+				}
+				if c.ranged.Load()+c.pages.Load() > total+int64(window)*4 {
+					t.Errorf("read-ahead read far more pages than the file has")
+				}
+			}
+		})
 	}
 }

@@ -62,7 +62,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 func (l *latencyStore) wait(ctx context.Context, op, key string, d time.Duration) error {
 	if err := sleep(ctx, d); err != nil {
-		return fmt.Errorf("%s %s: %w", op, l.s.String()+"/"+key, err)
+		return fmt.Errorf("%s %q in %s: %w", op, key, l.s.String(), err)
 	}
 	return nil
 }

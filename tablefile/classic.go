@@ -151,16 +151,25 @@ func (t *Table) Name() string {
 	return t.name
 }
 
-// decodeRecord checks a snappy record's CRC and decodes it.
-func decodeRecord(e Entry, rec []byte) ([]byte, error) {
+// checkRecordCRC checks a snappy record's CRC-32C.
+func checkRecordCRC(e Entry, rec []byte) error {
 	if len(rec) <= crcSize {
-		return nil, corruptf(int64(e.Offset), e.Addr.String(), "record of %d bytes is too short", len(rec))
+		return corruptf(int64(e.Offset), e.Addr.String(), "record of %d bytes is too short", len(rec))
 	}
 	body := rec[:len(rec)-crcSize]
 	want := be32(rec[len(rec)-crcSize:])
 	if got := crc32.Checksum(body, castagnoli); got != want {
-		return nil, corruptf(int64(e.Offset), e.Addr.String(), "CRC-32C is %08x, record says %08x", got, want)
+		return corruptf(int64(e.Offset), e.Addr.String(), "CRC-32C is %08x, record says %08x", got, want)
 	}
+	return nil
+}
+
+// decodeRecord checks a snappy record's CRC and decodes it.
+func decodeRecord(e Entry, rec []byte) ([]byte, error) {
+	if err := checkRecordCRC(e, rec); err != nil {
+		return nil, err
+	}
+	body := rec[:len(rec)-crcSize]
 	n, err := snappy.DecodedLen(body)
 	if err != nil || n > maxChunkLen {
 		return nil, corruptf(int64(e.Offset), e.Addr.String(), "bad snappy header: %v", err)

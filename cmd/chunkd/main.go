@@ -34,6 +34,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 func commands(stdout, stderr io.Writer) []command {
 	return []command{
 		&demoCommand{stdout: stdout, stderr: stderr},
+		&serveCommand{stdout: stdout, stderr: stderr},
 		&tablefileCommand{stdout: stdout, stderr: stderr},
 	}
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/store"
+	"github.com/dustin/go-humanize"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+)
+
+// serveCommand runs the cache service.
+type serveCommand struct {
+	stdout, stderr io.Writer
+}
+
+func (*serveCommand) Name() string { return "serve" }
+func (*serveCommand) Synopsis() string {
+	return "run the chunk cache service (HTTP and gRPC, disk and memory tiers)"
+}
+
+// sizeFlag is a byte size given as 256MiB, 10GiB, 1.5GB or plain bytes.
+type sizeFlag int64
+
+func (s *sizeFlag) String() string { return humanize.IBytes(uint64(*s)) }
+func (s *sizeFlag) Set(v string) error {
+	n, err := humanize.ParseBytes(v)
+	if err != nil {
+		return fmt.Errorf("bad size %q: want a number with a unit such as 256MiB or 10GiB", v)
+	}
+	*s = sizeFlag(n)
+	return nil
+}
+
+func (c *serveCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlags("serve", "serve --store URL --cache-dir DIR [flags]", c.stderr)
+	storeURL := fs.String("store", "", "object store URL: a folder path, file:///path or s3://bucket/prefix?endpoint=... (required)")
+	cacheDir := fs.String("cache-dir", "", "directory for cached table files (required)")
+	listen := fs.String("listen", "127.0.0.1:9460", "HTTP address (API, /metrics, /healthz, /readyz)")
+	grpcListen := fs.String("grpc-listen", "127.0.0.1:9461", "gRPC address; empty disables gRPC")
+	mem := sizeFlag(256 << 20)
+	disk := sizeFlag(10 << 30)
+	fs.Var(&mem, "mem", "memory for decoded chunks")
+	fs.Var(&disk, "disk", "disk for cached table files")
+	fsync := fs.Bool("fsync", true, "fsync downloaded files before serving them")
+	miss := fs.String("miss", "read-through", "on a miss: read-through (read from the store, download in background) or notfound (answer not found, download in background)")
+	storeTimeout := fs.Duration("store-timeout", 10*time.Second, "deadline for one read from the object store")
+	manifestTTL := fs.Duration("manifest-ttl", 5*time.Second, "how stale a manifest may be before a miss re-reads it")
+	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if *storeURL == "" || *cacheDir == "" {
+		return usagef("--store and --cache-dir are required")
+	}
+	var policy server.MissPolicy
+	switch *miss {
+	case "read-through":
+		policy = server.ReadThrough
+	case "notfound":
+		policy = server.NotFound
+	default:
+		return usagef("--miss must be read-through or notfound, not %q", *miss)
+	}
+	if *downloads < 1 {
+		return usagef("--downloads must be at least 1")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usagef("bad --log-level %q", *logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+
+	st, err := store.Open(ctx, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cache, err := server.New(server.Config{
+		Store: st, CacheDir: *cacheDir,
+		MemBytes: int64(mem), DiskBytes: int64(disk), NoFsync: !*fsync, Miss: policy,
+		StoreTimeout: *storeTimeout, ManifestTTL: *manifestTTL, Downloads: *downloads,
+		Logger: log, Registry: reg,
+	})
+	if err != nil {
+		return err
+	}
+
+	hl, err := net.Listen("tcp", *listen)
+	if err != nil {
+		cache.Close()
+		return err
+	}
+	httpSrv := &http.Server{Handler: server.NewHandler(cache, reg), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+	errc := make(chan error, 2)
+	go func() { errc <- httpSrv.Serve(hl) }()
+
+	var grpcSrv *grpc.Server
+	grpcAddr := "-"
+	if *grpcListen != "" {
+		gl, err := net.Listen("tcp", *grpcListen)
+		if err != nil {
+			httpSrv.Close()
+			cache.Close()
+			return err
+		}
+		grpcSrv = server.NewGRPC(cache)
+		grpcAddr = gl.Addr().String()
+		go func() { errc <- grpcSrv.Serve(gl) }()
+	}
+	log.Info("listening", "http", hl.Addr().String(), "grpc", grpcAddr, "store", st.String(), "cache_dir", *cacheDir,
+		"mem", humanize.IBytes(uint64(mem)), "disk", humanize.IBytes(uint64(disk)), "fsync", *fsync, "miss", *miss)
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing in-flight requests")
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("server failed", "err", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	httpSrv.Shutdown(sctx)
+	if grpcSrv != nil {
+		done := make(chan struct{})
+		go func() { grpcSrv.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-sctx.Done():
+			grpcSrv.Stop()
+		}
+	}
+	err = cache.Close()
+	log.Info("stopped")
+	if ctx.Err() == nil {
+		return fmt.Errorf("server stopped unexpectedly")
+	}
+	return err
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/chunkd/chunkd/tablefile"
+)
+
+// download is a whole-file download in flight. Bytes below arrived are on
+// disk in f and may be served while the rest arrives.
+type download struct {
+	f       *os.File
+	arrived atomic.Int64
+}
+
+// startDownload starts downloading the whole file in the background,
+// unless it is already on disk or on its way (single flight).
+func (t *table) startDownload() {
+	c := t.c
+	t.mu.Lock()
+	if t.dl != nil || (t.file != nil && !t.file.isEvicted()) || c.ctx.Err() != nil {
+		t.mu.Unlock()
+		return
+	}
+	dl := &download{}
+	t.dl = dl
+	t.file = nil
+	c.wg.Add(1)
+	t.mu.Unlock()
+
+	c.metrics.downloads.WithLabelValues("started").Inc()
+	go func() {
+		defer c.wg.Done()
+		start := time.Now()
+		cf, err := t.fetch(dl)
+		t.mu.Lock()
+		t.dl = nil
+		if err == nil {
+			t.file = cf
+		}
+		t.mu.Unlock()
+		if err != nil {
+			c.metrics.downloads.WithLabelValues("failed").Inc()
+			if !errors.Is(err, context.Canceled) {
+				c.log.Warn("download failed", "db", t.db, "key", t.key, "err", err)
+			}
+			return
+		}
+		c.metrics.downloads.WithLabelValues("finished").Inc()
+		c.log.Info("downloaded", "db", t.db, "key", t.key, "bytes", t.size, "took", time.Since(start).Round(time.Millisecond))
+	}()
+}
+
+// fetch downloads, verifies, syncs and commits the file.
+func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
+	c := t.c
+	select {
+	case c.dlSem <- struct{}{}:
+		defer func() { <-c.dlSem }()
+	case <-c.ctx.Done():
+		return nil, c.ctx.Err()
+	}
+	if err := c.disk.reserve(t.size); err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			c.disk.unreserve(t.size)
+		}
+	}()
+	f, err := os.CreateTemp(filepath.Join(c.disk.dir, tmpDir), "download-*")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !committed {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	dl.f = f
+
+	r, info, err := c.cfg.Store.Open(c.ctx, t.key)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", t.key, err)
+	}
+	defer r.Close()
+	if info.Size != 0 && info.Size != t.size {
+		return nil, fmt.Errorf("%s is %d bytes, expected %d: changed in the store", t.key, info.Size, t.size)
+	}
+	buf := make([]byte, 1<<20)
+	var off int64
+	for {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			if off+int64(n) > t.size {
+				return nil, fmt.Errorf("%s is longer than %d bytes", t.key, t.size)
+			}
+			if _, err := f.WriteAt(buf[:n], off); err != nil {
+				return nil, fmt.Errorf("write %s: %w", f.Name(), err)
+			}
+			off += int64(n)
+			dl.arrived.Store(off)
+			c.metrics.storeBytes.Add(float64(n))
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("download %s: %w", t.key, rerr)
+		}
+	}
+	if off != t.size {
+		return nil, fmt.Errorf("%s: got %d bytes, expected %d", t.key, off, t.size)
+	}
+	if err := verifyDownload(f, t); err != nil {
+		return nil, err
+	}
+	if !c.cfg.NoFsync {
+		if err := f.Sync(); err != nil {
+			return nil, fmt.Errorf("fsync %s: %w", f.Name(), err)
+		}
+	}
+	cf, err = c.disk.commit(t.key, f, t.size)
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", t.key, err)
+	}
+	committed = true
+	return cf, nil
+}
+
+// verifyDownload checks a downloaded file before it may be served as a
+// whole: its footer and index must match the index the service already
+// holds, and every record must pass its CRC (or zstd) check.
+func verifyDownload(f *os.File, t *table) error {
+	got, err := tablefile.Open(f, t.size, nil)
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", t.key, err)
+	}
+	if got.Count() != t.idx.Count() || got.DataEnd() != t.idx.DataEnd() || got.Format() != t.idx.Format() {
+		return fmt.Errorf("verify %s: downloaded index differs from the store's", t.key)
+	}
+	var bad error
+	_, err = got.CheckRecords(func(p tablefile.Problem) {
+		if bad == nil {
+			bad = p.Err
+		}
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", t.key, err)
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/tablefile"
+)
+
+// table is one table file of a database: its in-memory index, and where
+// its bytes are now: only in the store, partly downloaded, or whole on
+// local disk.
+type table struct {
+	c        *Cache
+	db       string
+	name     string // as in the manifest
+	key      string // object key in the store
+	size     int64
+	appendix bool
+	idx      *tablefile.Table // reads go through table.ReadAt
+
+	mu   sync.Mutex
+	file *cachedFile // the verified local copy, once downloaded
+	dl   *download   // the download in flight, if any
+}
+
+func (c *Cache) openTable(ctx context.Context, d *database, name string, appendix bool) (*table, error) {
+	key, size, err := d.mdb.ResolveTable(ctx, name)
+	if err != nil {
+		return nil, storeErr(err, "database %q: table file %s", d.name, name)
+	}
+	t := &table{c: c, db: d.name, name: name, key: key, size: size, appendix: appendix}
+	opts := &tablefile.Options{Tail: c.cfg.IndexTail}
+	if cf := c.disk.get(key); cf != nil && cf.size == size {
+		t.file = cf
+		c.log.Debug("table file found on disk", "key", key)
+	}
+	t.idx, err = tablefile.Open(t, size, opts)
+	if err != nil {
+		return nil, fmt.Errorf("database %q: open index of %s: %w", d.name, key, err)
+	}
+	return t, nil
+}
+
+// ReadAt reads from wherever the bytes are: the local file, the part of a
+// download that has arrived, or the store. The index and archive
+// dictionaries are read through it.
+func (t *table) ReadAt(p []byte, off int64) (int, error) {
+	if cf := t.acquire(); cf != nil {
+		n, err := cf.f.ReadAt(p, off)
+		cf.release()
+		if err == nil {
+			return n, nil
+		}
+	}
+	if dl := t.download(); dl != nil && off+int64(len(p)) <= dl.arrived.Load() {
+		if n, err := dl.f.ReadAt(p, off); err == nil {
+			return n, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.c.ctx, t.c.cfg.StoreTimeout)
+	defer cancel()
+	n, err := t.c.cfg.Store.ReadAt(ctx, t.key, p, off)
+	t.c.metrics.storeRead(n)
+	return n, err
+}
+
+// acquire pins the local file, or returns nil if there is none.
+func (t *table) acquire() *cachedFile {
+	t.mu.Lock()
+	cf := t.file
+	t.mu.Unlock()
+	if cf == nil {
+		return nil
+	}
+	if !cf.acquire() {
+		// Evicted since: forget it; the next miss downloads again.
+		t.mu.Lock()
+		if t.file == cf {
+			t.file = nil
+		}
+		t.mu.Unlock()
+		return nil
+	}
+	return cf
+}
+
+func (t *table) download() *download {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dl
+}
+
+// read returns the chunk at e, with the tier that served it. Under the
+// NotFound miss policy a miss returns nil data.
+func (t *table) read(ctx context.Context, c *Cache, e tablefile.Entry) ([]byte, api.Tier, error) {
+	stored := make([]byte, e.Length)
+	if cf := t.acquire(); cf != nil {
+		_, err := cf.f.ReadAt(stored, int64(e.Offset))
+		cf.release()
+		c.metrics.diskReads.Inc()
+		if err == nil {
+			data, err := t.idx.Decode(e, stored)
+			return data, api.TierDisk, err
+		}
+		c.log.Warn("read cached file", "key", t.key, "err", err)
+	}
+	if dl := t.download(); dl != nil && int64(e.End()) <= dl.arrived.Load() {
+		_, err := dl.f.ReadAt(stored, int64(e.Offset))
+		c.metrics.diskReads.Inc()
+		if err == nil {
+			data, err := t.idx.Decode(e, stored)
+			return data, api.TierPartial, err
+		}
+	}
+	t.startDownload()
+	if c.cfg.Miss == NotFound {
+		return nil, api.TierStore, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.StoreTimeout)
+	defer cancel()
+	n, err := c.cfg.Store.ReadAt(rctx, t.key, stored, int64(e.Offset))
+	c.metrics.storeRead(n)
+	if err != nil {
+		return nil, 0, storeErr(err, "read chunk %s from %s", e.Addr, t.key)
+	}
+	data, err := t.idx.Decode(e, stored)
+	return data, api.TierStore, err
+}
+
+// readMany reads entries of this file, merging nearby records into single
+// reads: adjacent ones on disk, up to 64 KiB apart from the store, whose
+// round trips cost far more than the bytes. fn gets nil data for misses
+// under the NotFound policy.
+func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entry, fn func(e tablefile.Entry, data []byte, tier api.Tier) error) error {
+	var local, partial, remote []tablefile.Entry
+	cf := t.acquire()
+	if cf != nil {
+		defer cf.release()
+		local = entries
+	} else if dl := t.download(); dl != nil {
+		arrived := uint64(dl.arrived.Load())
+		for _, e := range entries {
+			if e.End() <= arrived {
+				partial = append(partial, e)
+			} else {
+				remote = append(remote, e)
+			}
+		}
+	} else {
+		remote = entries
+	}
+	emit := func(r tablefile.Range, buf []byte, tier api.Tier) error {
+		for _, e := range r.Entries {
+			data, err := t.idx.Decode(e, buf[e.Offset-r.Offset:e.End()-r.Offset])
+			if err != nil {
+				return err
+			}
+			if err := fn(e, data, tier); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, r := range tablefile.MergeRanges(local, 0, 1<<20) {
+		buf := make([]byte, r.Length)
+		if _, err := cf.f.ReadAt(buf, int64(r.Offset)); err != nil {
+			return fmt.Errorf("read cached file %s: %w", t.key, err)
+		}
+		c.metrics.diskReads.Inc()
+		if err := emit(r, buf, api.TierDisk); err != nil {
+			return err
+		}
+	}
+	if len(partial) > 0 {
+		dl := t.download()
+		for _, r := range tablefile.MergeRanges(partial, 0, 1<<20) {
+			buf := make([]byte, r.Length)
+			if dl == nil {
+				remote = append(remote, r.Entries...)
+				continue
+			}
+			if _, err := dl.f.ReadAt(buf, int64(r.Offset)); err != nil {
+				remote = append(remote, r.Entries...)
+				continue
+			}
+			c.metrics.diskReads.Inc()
+			if err := emit(r, buf, api.TierPartial); err != nil {
+				return err
+			}
+		}
+	}
+	if len(remote) == 0 {
+		return nil
+	}
+	t.startDownload()
+	if c.cfg.Miss == NotFound {
+		for _, e := range remote {
+			if err := fn(e, nil, api.TierStore); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return t.readRemote(ctx, c, remote, emit)
+}
+
+// readRemote reads merged ranges from the store, up to 8 at once.
+func (t *table) readRemote(ctx context.Context, c *Cache, entries []tablefile.Entry, emit func(tablefile.Range, []byte, api.Tier) error) error {
+	ranges := tablefile.MergeRanges(entries, 64<<10, 4<<20)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.StoreTimeout)
+	defer cancel()
+	type result struct {
+		r   tablefile.Range
+		buf []byte
+		err error
+	}
+	results := make(chan result, len(ranges))
+	sem := make(chan struct{}, 8)
+	for _, r := range ranges {
+		go func(r tablefile.Range) {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			buf := make([]byte, r.Length)
+			n, err := c.cfg.Store.ReadAt(rctx, t.key, buf, int64(r.Offset))
+			c.metrics.storeRead(n)
+			results <- result{r, buf, err}
+		}(r)
+	}
+	var firstErr error
+	for range ranges {
+		res := <-results
+		if firstErr != nil {
+			continue
+		}
+		if res.err != nil {
+			firstErr = storeErr(res.err, "read %d chunks from %s", len(res.r.Entries), t.key)
+			cancel()
+			continue
+		}
+		if err := emit(res.r, res.buf, api.TierStore); err != nil {
+			firstErr = err
+			cancel()
+		}
+	}
+	return firstErr
+}
+
+func (t *table) info() api.TableInfo {
+	ti := api.TableInfo{Name: t.name, Size: t.size, Chunks: t.idx.Count(), Appendix: t.appendix, State: "remote"}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.file != nil && !t.file.isEvicted():
+		ti.State, ti.Downloaded = "cached", t.size
+	case t.dl != nil:
+		ti.State, ti.Downloaded = "downloading", t.dl.arrived.Load()
+	}
+	return ti
+}
