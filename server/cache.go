@@ -159,10 +159,12 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 	}
 	for _, t := range order {
 		ws := perTable[t]
-		entries := make([]tablefile.Entry, len(ws))
+		entries := make([]tablefile.Entry, 0, len(ws))
 		byAddr := make(map[addr.Addr][]int, len(ws))
-		for k, w := range ws {
-			entries[k] = w.e
+		for _, w := range ws {
+			if byAddr[w.e.Addr] == nil { // an address asked for twice is read once
+				entries = append(entries, w.e)
+			}
 			byAddr[w.e.Addr] = append(byAddr[w.e.Addr], w.i)
 		}
 		err := t.readMany(ctx, c, entries, func(e tablefile.Entry, data []byte, tier api.Tier) error {

@@ -1,0 +1,147 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/chunkd/chunkd/addr"
+)
+
+// Route patterns for net/http.ServeMux, with the path values "db" and
+// "address" (read them with Request.PathValue, which undoes the escaping of
+// DBPath).
+const (
+	// PatternChunk is the route of GET one chunk.
+	PatternChunk = "GET /v1/dbs/{db}/chunks/{address}"
+	// PatternChunks is the route of POST a batch of addresses.
+	PatternChunks = "POST /v1/dbs/{db}/chunks"
+	// PatternDB is the route of GET a database's DBInfo.
+	PatternDB = "GET /v1/dbs/{db}"
+)
+
+// Header names and content types of the HTTP API.
+const (
+	// HeaderTier is the response header of GET one chunk that names the
+	// chunk's Tier ("memory", "disk", "partial" or "store").
+	HeaderTier = "Chunkd-Tier"
+	// ContentTypeBinary is the content type of chunk bodies, batch requests
+	// and frame streams.
+	ContentTypeBinary = "application/octet-stream"
+	// ContentTypeJSON is the content type of DBInfo and Error bodies.
+	ContentTypeJSON = "application/json"
+)
+
+// DBPath returns the URL path of database db's DBInfo: /v1/dbs/{db}, with db
+// path-escaped so that any name fits in one path segment.
+func DBPath(db string) string { return "/v1/dbs/" + url.PathEscape(db) }
+
+// ChunksPath returns the URL path that takes a batch of database db's
+// addresses: /v1/dbs/{db}/chunks.
+func ChunksPath(db string) string { return DBPath(db) + "/chunks" }
+
+// ChunkPath returns the URL path of chunk a of database db:
+// /v1/dbs/{db}/chunks/{address}, the address in its 32-character text form.
+func ChunkPath(db string, a addr.Addr) string { return ChunksPath(db) + "/" + a.String() }
+
+// The states of a TableInfo.
+const (
+	// StateRemote is a table file only in the object store.
+	StateRemote = "remote"
+	// StateDownloading is a table file being downloaded to the cache.
+	StateDownloading = "downloading"
+	// StateCached is a table file fully on the cache's disk.
+	StateCached = "cached"
+)
+
+// DBInfo describes a database, as GET /v1/dbs/{db} returns it.
+type DBInfo struct {
+	// Name is the database's name.
+	Name string `json:"name"`
+	// Root is the database's root address in its text form.
+	Root string `json:"root"`
+	// Tables lists the table files of the database's manifest.
+	Tables []TableInfo `json:"tables"`
+}
+
+// TableInfo describes one table file of a database.
+type TableInfo struct {
+	// Name is the table file's name (its address in text form).
+	Name string `json:"name"`
+	// Size is the table file's size in bytes.
+	Size int64 `json:"size"`
+	// Chunks is the number of chunks the table file holds.
+	Chunks int `json:"chunks"`
+	// Appendix reports whether the table file is in the manifest's appendix.
+	Appendix bool `json:"appendix"`
+	// State is the file's state in this cache: StateRemote, StateDownloading
+	// or StateCached.
+	State string `json:"state"`
+	// Downloaded is the number of bytes of the file on the cache's disk:
+	// Size when cached, 0 when remote.
+	Downloaded int64 `json:"downloaded"`
+}
+
+// Error is the JSON body of every HTTP answer other than 200:
+// {"error": "message"}. It is also an error, so a client can return it.
+type Error struct {
+	// Message says what went wrong.
+	Message string `json:"error"`
+	// Code is the HTTP status code the error came with. It is not part of
+	// the JSON body; ReadError fills it in.
+	Code int `json:"-"`
+}
+
+// Error returns the message, after the status code when there is one.
+func (e *Error) Error() string {
+	if e.Code != 0 {
+		return fmt.Sprintf("chunkd: %d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
+	}
+	return "chunkd: " + e.Message
+}
+
+// WriteError answers with status code and the JSON body {"error": msg}.
+func WriteError(w http.ResponseWriter, code int, msg string) {
+	body, err := json.Marshal(Error{Message: msg})
+	if err != nil { // cannot happen for a string, but never send nothing
+		body = []byte(`{"error":"internal error"}`)
+	}
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Del(HeaderTier)
+	h.Set("Content-Type", ContentTypeJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(body, '\n')) //nolint:errcheck // nothing to do if the client left
+}
+
+// maxErrorBody is how much of an error body ReadError reads.
+const maxErrorBody = 64 << 10
+
+// ReadError turns an answer other than 200 into an *Error with its Code set:
+// the message of its JSON body, or, for a body that is not one (say, from a
+// proxy), its first line of text or the status text. It reads at most 64 KiB
+// of the body and does not close it.
+func ReadError(resp *http.Response) *Error {
+	e := &Error{Code: resp.StatusCode}
+	var body []byte
+	if resp.Body != nil {
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	}
+	var parsed Error
+	if json.Unmarshal(body, &parsed) == nil && parsed.Message != "" {
+		e.Message = parsed.Message
+		return e
+	}
+	text, _, _ := strings.Cut(string(bytes.TrimSpace(body)), "\n")
+	if text = strings.TrimSpace(text); text != "" {
+		e.Message = clip(text)
+	} else {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}

@@ -1,0 +1,423 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/chunkd/chunkd/store"
+	_ "github.com/chunkd/chunkd/store/folder"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// faultStore wraps a store so tests can break it: fail every call, hold
+// whole-object streams at a byte offset until released, or fail them.
+type faultStore struct {
+	store.Store
+	down     atomic.Bool
+	holdAt   atomic.Int64 // >0: Open streams stop after this many bytes
+	release  chan struct{}
+	failOpen atomic.Bool // Open streams fail after holdAt bytes
+	opens    atomic.Int64
+}
+
+func (f *faultStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	if f.down.Load() {
+		return 0, store.ErrUnreachable
+	}
+	return f.Store.ReadAt(ctx, key, p, off)
+}
+
+func (f *faultStore) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
+	if f.down.Load() {
+		return nil, store.Info{}, store.ErrUnreachable
+	}
+	if strings.HasPrefix(path.Base(key), "manifest") {
+		return f.Store.Open(ctx, key)
+	}
+	f.opens.Add(1)
+	rc, info, err := f.Store.Open(ctx, key)
+	if err != nil || f.holdAt.Load() == 0 {
+		return rc, info, err
+	}
+	return &heldReader{rc: rc, left: f.holdAt.Load(), f: f, ctx: ctx}, info, nil
+}
+
+type heldReader struct {
+	rc   io.ReadCloser
+	left int64
+	f    *faultStore
+	ctx  context.Context
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	if h.left == 0 {
+		select {
+		case <-h.f.release:
+		case <-h.ctx.Done():
+			return 0, h.ctx.Err()
+		}
+		if h.f.failOpen.Load() {
+			return 0, errors.New("connection reset (injected)")
+		}
+		h.left = -1
+	}
+	if h.left > 0 && int64(len(p)) > h.left {
+		p = p[:h.left]
+	}
+	n, err := h.rc.Read(p)
+	if h.left > 0 {
+		h.left -= int64(n)
+	}
+	return n, err
+}
+
+func (h *heldReader) Close() error { return h.rc.Close() }
+
+type fixture struct {
+	t     *testing.T
+	fs    *faultStore
+	db    *testdb.DB
+	dir   string
+	cache *Cache
+}
+
+func newFixture(t *testing.T, o testdb.Options, cfg Config) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := testdb.Make(ctx, s, "db1", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, fs: &faultStore{Store: s, release: make(chan struct{})}, db: db, dir: t.TempDir()}
+	f.open(cfg)
+	return f
+}
+
+func (f *fixture) open(cfg Config) {
+	f.t.Helper()
+	cfg.Store = f.fs
+	cfg.CacheDir = f.dir
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := New(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.cache = c
+	f.t.Cleanup(func() { c.Close() })
+}
+
+func (f *fixture) get(a addr.Addr) Result {
+	f.t.Helper()
+	r, err := f.cache.GetChunk(context.Background(), "db1", a)
+	if err != nil {
+		f.t.Fatalf("GetChunk(%s): %v", a, err)
+	}
+	if r.Found && !bytes.Equal(r.Data, f.db.Chunks[a]) {
+		f.t.Fatalf("GetChunk(%s): wrong bytes", a)
+	}
+	return r
+}
+
+func (f *fixture) counter(name string) float64 {
+	return testutil.ToFloat64(f.cache.metrics.downloads.WithLabelValues(name))
+}
+
+// waitDownloads waits until n downloads have finished or failed.
+func (f *fixture) waitDownloads(n int) {
+	f.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for f.counter("finished")+f.counter("failed") < float64(n) {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("downloads: started %v finished %v failed %v", f.counter("started"), f.counter("finished"), f.counter("failed"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestReadThroughThenDisk(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 50}, Config{MemBytes: 1}) // memory too small to hold anything
+	a := f.db.Files[0].Addrs[7]
+	if r := f.get(a); !r.Found || r.Tier != api.TierStore {
+		t.Fatalf("first read: %+v", r.Tier)
+	}
+	f.waitDownloads(1)
+	if f.counter("finished") != 1 {
+		t.Fatalf("download failed")
+	}
+	for _, a := range f.db.Files[0].Addrs {
+		if r := f.get(a); r.Tier != api.TierDisk {
+			t.Fatalf("after download: tier %v", r.Tier)
+		}
+	}
+	if got := testutil.ToFloat64(f.cache.metrics.diskReads); got != 50 {
+		t.Fatalf("disk reads = %v for 50 chunks", got)
+	}
+	// Missing chunk: not found, no error.
+	if r := f.get(addr.Of([]byte("absent"))); r.Found {
+		t.Fatal("absent chunk found")
+	}
+}
+
+func TestMemoryTier(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{})
+	a := f.db.Files[0].Addrs[0]
+	f.get(a)
+	if r := f.get(a); r.Tier != api.TierMemory {
+		t.Fatalf("second read tier %v", r.Tier)
+	}
+}
+
+func TestSingleFlight(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 200}, Config{MemBytes: 1})
+	var wg sync.WaitGroup
+	addrs := f.db.Files[0].Addrs
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			f.get(addrs[i])
+		}(i)
+	}
+	wg.Wait()
+	f.waitDownloads(1)
+	if s := f.counter("started"); s != 1 {
+		t.Fatalf("100 concurrent misses started %v downloads", s)
+	}
+	if n := f.fs.opens.Load(); n != 1 {
+		t.Fatalf("store streamed the file %d times", n)
+	}
+}
+
+func TestReadsDuringDownload(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
+	file := f.db.Files[0]
+	half := file.Size / 2
+	f.fs.holdAt.Store(half)
+	first := f.get(file.Addrs[0]) // starts the download
+	if first.Tier != api.TierStore {
+		t.Fatalf("first read tier %v", first.Tier)
+	}
+	// Wait for the first half to arrive.
+	tab := f.cache.dbs["db1"].tables[0]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if dl := tab.download(); dl != nil && dl.arrived.Load() == half {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("download never reached the hold point")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var partial, store int
+	for _, a := range file.Addrs {
+		e, _ := tab.idx.Lookup(a)
+		r := f.get(a)
+		switch {
+		case int64(e.End()) <= half && r.Tier == api.TierPartial:
+			partial++
+		case int64(e.End()) > half && r.Tier == api.TierStore:
+			store++
+		default:
+			t.Fatalf("chunk ending at %d (half %d) served from %v", e.End(), half, r.Tier)
+		}
+	}
+	if partial == 0 || store == 0 {
+		t.Fatalf("partial %d store %d", partial, store)
+	}
+	close(f.fs.release)
+	f.waitDownloads(1)
+	if r := f.get(file.Addrs[99]); r.Tier != api.TierDisk {
+		t.Fatalf("after download: %v", r.Tier)
+	}
+}
+
+func TestFailedDownloadServesNothingPartial(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
+	file := f.db.Files[0]
+	f.fs.holdAt.Store(file.Size / 2)
+	f.fs.failOpen.Store(true)
+	f.get(file.Addrs[0])
+	close(f.fs.release)
+	f.waitDownloads(1)
+	if f.counter("failed") != 1 {
+		t.Fatal("download did not fail")
+	}
+	if r := f.get(file.Addrs[0]); r.Tier == api.TierDisk || r.Tier == api.TierPartial {
+		t.Fatalf("served from a failed download: %v", r.Tier)
+	}
+	tmps, _ := os.ReadDir(filepath.Join(f.dir, tmpDir))
+	tables, _ := os.ReadDir(filepath.Join(f.dir, tablesDir))
+	if len(tables) != 0 {
+		t.Fatalf("failed download left %d files in tables/", len(tables))
+	}
+	_ = tmps // a retry may be in flight; it would be a new temp file
+}
+
+func TestRestartKeepsCache(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 30, Files: 2}, Config{MemBytes: 1})
+	for _, file := range f.db.Files {
+		f.get(file.Addrs[0])
+	}
+	f.waitDownloads(2)
+	f.cache.Close()
+	f.open(Config{MemBytes: 1})
+	if n := f.cache.disk.fileCount(); n != 2 {
+		t.Fatalf("after restart %d files on disk", n)
+	}
+	if _, err := f.cache.DBInfo(context.Background(), "db1"); err != nil {
+		t.Fatal(err)
+	}
+	f.fs.down.Store(true) // the store is gone: everything must come from disk
+	for _, file := range f.db.Files {
+		for _, a := range file.Addrs {
+			if r := f.get(a); r.Tier != api.TierDisk {
+				t.Fatalf("after restart: %v", r.Tier)
+			}
+		}
+	}
+}
+
+func TestEviction(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 40, Files: 3}, Config{MemBytes: 1})
+	limit := f.db.Files[0].Size + f.db.Files[0].Size/2 // room for one file
+	f.cache.Close()
+	f.open(Config{MemBytes: 1, DiskBytes: limit})
+	for i, file := range f.db.Files {
+		f.get(file.Addrs[0])
+		f.waitDownloads(i + 1)
+		if f.counter("finished") != float64(i+1) {
+			t.Fatalf("download %d failed", i)
+		}
+	}
+	if ev := testutil.ToFloat64(f.cache.metrics.evictions); ev != 2 {
+		t.Fatalf("evictions = %v, want 2", ev)
+	}
+	if used := f.cache.disk.usedBytes(); used > limit {
+		t.Fatalf("disk use %d over limit %d", used, limit)
+	}
+	// The evicted first file is read through again, and re-downloaded.
+	if r := f.get(f.db.Files[0].Addrs[1]); r.Tier != api.TierStore {
+		t.Fatalf("evicted file served from %v", r.Tier)
+	}
+	f.waitDownloads(4)
+}
+
+func TestDiskTooSmall(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 40}, Config{MemBytes: 1, DiskBytes: 1000})
+	a := f.db.Files[0].Addrs[0]
+	if r := f.get(a); r.Tier != api.TierStore {
+		t.Fatalf("tier %v", r.Tier)
+	}
+	f.waitDownloads(1)
+	if f.counter("failed") != 1 {
+		t.Fatal("download into a too-small disk did not fail")
+	}
+	if r := f.get(a); !r.Found || r.Tier != api.TierStore {
+		t.Fatalf("after failed download: %+v", r.Tier)
+	}
+}
+
+func TestStoreUnreachable(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, Config{MemBytes: 1, StoreTimeout: 200 * time.Millisecond})
+	f.get(f.db.Files[0].Addrs[0])
+	f.waitDownloads(1)
+	f.fs.down.Store(true)
+	if r := f.get(f.db.Files[0].Addrs[5]); r.Tier != api.TierDisk {
+		t.Fatalf("cached file: %v", r.Tier)
+	}
+	_, err := f.cache.GetChunk(context.Background(), "db1", f.db.Files[1].Addrs[0])
+	if !errors.Is(err, ErrStoreUnreachable) {
+		t.Fatalf("miss with the store down: %v", err)
+	}
+}
+
+func TestNotFoundPolicy(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 20}, Config{MemBytes: 1, Miss: NotFound})
+	a := f.db.Files[0].Addrs[3]
+	if r := f.get(a); r.Found {
+		t.Fatal("miss under NotFound policy was found")
+	}
+	f.waitDownloads(1)
+	if r := f.get(a); !r.Found || r.Tier != api.TierDisk {
+		t.Fatalf("after download: %+v", r)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 5}, Config{})
+	for _, db := range []string{"../etc", "a/../../b", "", "nope"} {
+		_, err := f.cache.GetChunk(context.Background(), db, f.db.Files[0].Addrs[0])
+		if err == nil {
+			t.Fatalf("database %q accepted", db)
+		}
+		want := 400
+		if db == "nope" {
+			want = 404
+		}
+		if got := statusOf(err); got != want {
+			t.Fatalf("database %q: status %d (%v), want %d", db, got, err, want)
+		}
+	}
+}
+
+func TestGetChunksBatch(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 50, Files: 2, Appendix: true}, Config{MemBytes: 1})
+	all := f.db.All()
+	addrs := append(all[:0:0], all...)
+	addrs = append(addrs, addr.Of([]byte("absent")))
+	seen := make([]int, len(addrs))
+	err := f.cache.GetChunks(context.Background(), "db1", addrs, func(i int, r Result) error {
+		seen[i]++
+		if i == len(addrs)-1 {
+			if r.Found {
+				t.Error("absent chunk found")
+			}
+			return nil
+		}
+		if !r.Found || !bytes.Equal(r.Data, f.db.Chunks[addrs[i]]) {
+			t.Errorf("chunk %d wrong", i)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range seen {
+		if n != 1 {
+			t.Fatalf("address %d answered %d times", i, n)
+		}
+	}
+	// The appendix holds everything, so it is the one file downloaded.
+	f.waitDownloads(1)
+	info, err := f.cache.DBInfo(context.Background(), "db1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Tables[0].Appendix || info.Tables[0].State != "cached" {
+		t.Fatalf("appendix not preferred: %+v", info.Tables)
+	}
+	for _, ti := range info.Tables[1:] {
+		if ti.State != "remote" {
+			t.Fatalf("non-appendix file downloaded: %+v", ti)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// NewHandler returns the service's HTTP API, with /metrics (from gather),
+// /healthz and /readyz.
+func NewHandler(c *Cache, gather prometheus.Gatherer) http.Handler {
+	h := &httpAPI{c: c}
+	mux := http.NewServeMux()
+	mux.HandleFunc(api.PatternChunk, h.observe("http_get_chunk", h.getChunk))
+	mux.HandleFunc(api.PatternChunks, h.observe("http_get_chunks", h.getChunks))
+	mux.HandleFunc(api.PatternDB, h.observe("http_db_info", h.dbInfo))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if c.ctx.Err() != nil {
+			api.WriteError(w, http.StatusServiceUnavailable, "shutting down")
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, http.StatusNotFound, "no such endpoint "+r.Method+" "+r.URL.Path)
+	})
+	return mux
+}
+
+type httpAPI struct{ c *Cache }
+
+// statusWriter remembers the status code for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (h *httpAPI) observe(name string, fn http.HandlerFunc) http.HandlerFunc {
+	lat := h.c.metrics.latency.WithLabelValues(name)
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		fn(sw, r)
+		lat.Observe(time.Since(start).Seconds())
+		h.c.metrics.requests.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+	}
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	api.WriteError(w, statusOf(err), err.Error())
+}
+
+func (h *httpAPI) getChunk(w http.ResponseWriter, r *http.Request) {
+	a, err := addr.Parse(r.PathValue("address"))
+	if err != nil {
+		api.WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	res, err := h.c.GetChunk(r.Context(), r.PathValue("db"), a)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if !res.Found {
+		api.WriteError(w, http.StatusNotFound, "chunk "+a.String()+" not found in database "+strconv.Quote(r.PathValue("db")))
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", api.ContentTypeBinary)
+	hd.Set("Content-Length", strconv.Itoa(len(res.Data)))
+	hd.Set(api.HeaderTier, res.Tier.String())
+	w.Write(res.Data)
+}
+
+func (h *httpAPI) getChunks(w http.ResponseWriter, r *http.Request) {
+	addrs, err := api.ReadAddresses(r.Body)
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, api.ErrBatchTooLarge) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		api.WriteError(w, code, err.Error())
+		return
+	}
+	db := r.PathValue("db")
+	// Load the database first, so a bad name is a clean 4xx rather than
+	// an error in the middle of a stream.
+	if _, err := h.c.database(r.Context(), db); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", api.ContentTypeBinary)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	fw := api.NewFrameWriter(bw)
+	err = h.c.GetChunks(r.Context(), db, addrs, func(i int, res Result) error {
+		return fw.WriteFrame(uint32(i), res.Found, res.Tier, res.Data)
+	})
+	if err != nil {
+		// Headers are gone; cut the stream short so the client sees a
+		// truncated frame stream rather than a silent partial answer.
+		h.c.log.Warn("batch failed mid-stream", "db", db, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	if err := fw.Flush(); err == nil {
+		bw.Flush()
+	}
+}
+
+func (h *httpAPI) dbInfo(w http.ResponseWriter, r *http.Request) {
+	info, err := h.c.DBInfo(r.Context(), r.PathValue("db"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(info)
+}
