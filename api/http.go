@@ -37,8 +37,17 @@ const (
 )
 
 // DBPath returns the URL path of database db's DBInfo: /v1/dbs/{db}, with db
-// path-escaped so that any name fits in one path segment.
-func DBPath(db string) string { return "/v1/dbs/" + url.PathEscape(db) }
+// path-escaped so that any non-empty name fits in one path segment (and the
+// names "." and ".." are not taken for path steps).
+func DBPath(db string) string { return "/v1/dbs/" + escapeDB(db) }
+
+// escapeDB escapes a database name for one path segment.
+func escapeDB(db string) string {
+	if db == "." || db == ".." {
+		return strings.Repeat("%2E", len(db))
+	}
+	return url.PathEscape(db)
+}
 
 // ChunksPath returns the URL path that takes a batch of database db's
 // addresses: /v1/dbs/{db}/chunks.
