@@ -23,7 +23,7 @@ const MaxBatch = api.MaxBatch
 // NewGRPC returns a gRPC server with the ChunkCache service, health
 // checking and reflection registered.
 func NewGRPC(c *Cache) *grpc.Server {
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(MaxBatch*addr.Size+1<<20), grpc.MaxSendMsgSize(64<<20))
+	s := grpc.NewServer(grpc.MaxRecvMsgSize(api.MaxGRPCMessage), grpc.MaxSendMsgSize(api.MaxGRPCMessage))
 	chunkpb.RegisterChunkCacheServer(s, &grpcService{c: c})
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -19,8 +19,20 @@
 // pages of the image, so a Pages implementation only ever sees full-page
 // reads of pages 1..PageCount.
 //
-// The package uses cgo: it builds on github.com/mattn/go-sqlite3 (SQLite
-// compiled from C) and needs CGO_ENABLED=1 and a C compiler.
+// Each SQLite connection (each connection of a *sql.DB pool) keeps its own
+// page cache, 2000 KiB unless Options.CacheKiB says otherwise. The VFS
+// offers SQLite no memory mapping (its file methods are version 1, without
+// xFetch), so PRAGMA mmap_size has no effect and there is nothing to turn
+// off.
+//
+// When a page read fails, the query fails with SQLite's "disk I/O error"
+// (SQLITE_IOERR_READ); LastReadError returns the error behind it. A panic in
+// a Pages method is recovered and treated the same way.
+//
+// The package uses cgo: a small C shim (shim.c) implements the VFS on the
+// SQLite library that github.com/mattn/go-sqlite3 compiles into the
+// program, and calls into Go for opens and reads. It needs CGO_ENABLED=1
+// and a C compiler.
 package sqlitevfs
 
 import (
@@ -60,9 +72,9 @@ type Pages interface {
 }
 
 // PageRanger is an optional interface of Pages for reading several
-// consecutive pages at once (batching, read-ahead in a cache tier). When a
-// single SQLite read spans more than one page, the VFS calls ReadPages once
-// instead of ReadPage per page.
+// consecutive pages at once. The VFS uses it, when the Pages has it, for
+// sequential read-ahead (see Options.ReadAheadPages) and for the rare
+// SQLite read that spans more than one page.
 type PageRanger interface {
 	// ReadPages reads pages first, first+1, ..., first+len(ps)-1 into
 	// ps[0], ps[1], ...; each len(ps[i]) == PageSize().

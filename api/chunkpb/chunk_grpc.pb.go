@@ -36,6 +36,11 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // ChunkCache serves chunks of the databases a chunkd instance knows.
+//
+// A chunk may be up to 64 MiB, above gRPC's default 4 MiB message limit, so
+// both ends should allow messages of api.MaxGRPCMessage bytes. A batch
+// (GetChunks, HasChunks) holds at most 4096 addresses (api.MaxBatch); a larger
+// one is INVALID_ARGUMENT.
 type ChunkCacheClient interface {
 	// GetChunk returns one chunk. A chunk the database does not hold is not an
 	// error: the reply says found = false. An unknown database is NOT_FOUND, and
@@ -102,6 +107,11 @@ func (c *chunkCacheClient) HasChunks(ctx context.Context, in *HasChunksRequest, 
 // for forward compatibility.
 //
 // ChunkCache serves chunks of the databases a chunkd instance knows.
+//
+// A chunk may be up to 64 MiB, above gRPC's default 4 MiB message limit, so
+// both ends should allow messages of api.MaxGRPCMessage bytes. A batch
+// (GetChunks, HasChunks) holds at most 4096 addresses (api.MaxBatch); a larger
+// one is INVALID_ARGUMENT.
 type ChunkCacheServer interface {
 	// GetChunk returns one chunk. A chunk the database does not hold is not an
 	// error: the reply says found = false. An unknown database is NOT_FOUND, and

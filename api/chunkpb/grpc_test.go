@@ -78,7 +78,8 @@ func (c *fakeCache) HasChunks(_ context.Context, req *chunkpb.HasChunksRequest) 
 }
 
 func TestChunkCacheOverBufconn(t *testing.T) {
-	present := [][]byte{[]byte("first chunk"), bytes.Repeat([]byte("big"), 100000), {}}
+	// The second chunk is above gRPC's default 4 MiB message limit.
+	present := [][]byte{[]byte("first chunk"), bytes.Repeat([]byte("big"), 2<<20), {}}
 	cache := &fakeCache{chunks: map[addr.Addr][]byte{}}
 	for _, d := range present {
 		cache.chunks[addr.Of(d)] = d
@@ -86,14 +87,15 @@ func TestChunkCacheOverBufconn(t *testing.T) {
 	absent := addr.Of([]byte("not there"))
 
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(api.MaxGRPCMessage), grpc.MaxSendMsgSize(api.MaxGRPCMessage))
 	chunkpb.RegisterChunkCacheServer(srv, cache)
 	go srv.Serve(lis) //nolint:errcheck // ends with Stop
 	defer srv.Stop()
 
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(api.MaxGRPCMessage)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +104,15 @@ func TestChunkCacheOverBufconn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// GetChunk: found, not found, unknown database, bad address.
+	// GetChunk: found (small and large), not found, unknown database, bad
+	// address.
+	a1 := addr.Of(present[1])
+	got, err := client.GetChunk(ctx, &chunkpb.GetChunkRequest{Db: "db", Address: a1[:]})
+	if err != nil || !got.GetFound() || !bytes.Equal(got.GetContents(), present[1]) {
+		t.Fatalf("GetChunk of %d bytes: found %v, %v", len(present[1]), got.GetFound(), err)
+	}
 	a0 := addr.Of(present[0])
-	got, err := client.GetChunk(ctx, &chunkpb.GetChunkRequest{Db: "db", Address: a0[:]})
+	got, err = client.GetChunk(ctx, &chunkpb.GetChunkRequest{Db: "db", Address: a0[:]})
 	if err != nil || !got.GetFound() || !bytes.Equal(got.GetContents(), present[0]) || api.TierFromProto(got.GetTier()) != api.TierMemory {
 		t.Fatalf("GetChunk found: %v, %v", got, err)
 	}

@@ -1,0 +1,9 @@
+package api
+
+// MaxGRPCMessage is the message size both ends of the gRPC service
+// chunkd.v1.ChunkCache should accept: a chunk of MaxFrameLen bytes and room
+// for the rest of its message. gRPC's default limit of 4 MiB is too small for
+// the largest chunks, so pass it as grpc.MaxRecvMsgSize and
+// grpc.MaxSendMsgSize to the server, and as grpc.MaxCallRecvMsgSize to the
+// client's calls (grpc.WithDefaultCallOptions).
+const MaxGRPCMessage = MaxFrameLen + 64<<10
