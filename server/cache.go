@@ -123,7 +123,10 @@ func (c *Cache) GetChunk(ctx context.Context, db string, a addr.Addr) (Result, e
 // address (in no particular order; i is the position in addrs). Memory
 // hits are answered first; the rest are grouped per file and read with
 // merged reads.
-func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn func(i int, r Result) error) error {
+//
+// flush, if not nil, is called once after the memory hits have been passed
+// to fn, so a streaming caller can push them to its client early.
+func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn func(i int, r Result) error, flush func()) error {
 	d, err := c.database(ctx, db)
 	if err != nil {
 		return err
@@ -135,13 +138,8 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 	perTable := map[*table][]want{}
 	var order []*table
 	for i, a := range addrs {
-		if data, ok := c.mem.GetIfPresent(a); ok {
-			c.metrics.hit(api.TierMemory, len(data))
-			if err := fn(i, Result{data, true, api.TierMemory}); err != nil {
-				return err
-			}
-			continue
-		}
+		// The database must hold the chunk before memory may answer: the
+		// memory tier is shared by every database.
 		t, e, err := d.find(ctx, c, a)
 		if err != nil {
 			return err
@@ -152,11 +150,31 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 			}
 			continue
 		}
+		if data, ok := c.mem.GetIfPresent(a); ok {
+			c.metrics.hit(api.TierMemory, len(data))
+			if err := fn(i, Result{data, true, api.TierMemory}); err != nil {
+				return err
+			}
+			continue
+		}
 		if perTable[t] == nil {
 			order = append(order, t)
 		}
 		perTable[t] = append(perTable[t], want{i, e})
 	}
+	if flush != nil && len(order) > 0 {
+		flush() // memory hits reach the client before any file is read
+	}
+	// Files are read at the same time (a batch over k cold files costs one
+	// store round trip, not k); fn is called by one goroutine at a time.
+	var (
+		fnMu     sync.Mutex
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for _, t := range order {
 		ws := perTable[t]
 		entries := make([]tablefile.Entry, 0, len(ws))
@@ -167,23 +185,34 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 			}
 			byAddr[w.e.Addr] = append(byAddr[w.e.Addr], w.i)
 		}
-		err := t.readMany(ctx, c, entries, func(e tablefile.Entry, data []byte, tier api.Tier) error {
-			if data != nil {
-				c.mem.Set(e.Addr, data)
-				c.metrics.hit(tier, len(data))
-			}
-			for _, i := range byAddr[e.Addr] {
-				if err := fn(i, Result{data, data != nil, tier}); err != nil {
-					return err
+		wg.Add(1)
+		go func(t *table) {
+			defer wg.Done()
+			err := t.readMany(bctx, c, entries, func(e tablefile.Entry, data []byte, tier api.Tier) error {
+				if data != nil {
+					c.mem.Set(e.Addr, data)
+					c.metrics.hit(tier, len(data))
 				}
+				res := Result{Data: data, Found: data != nil}
+				if res.Found {
+					res.Tier = tier
+				}
+				fnMu.Lock()
+				defer fnMu.Unlock()
+				for _, i := range byAddr[e.Addr] {
+					if err := fn(i, res); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				errOnce.Do(func() { firstErr = err; cancel() })
 			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+		}(t)
 	}
-	return nil
+	wg.Wait()
+	return firstErr
 }
 
 // HasChunks reports which addresses database db holds, without IO.
@@ -232,7 +261,12 @@ func (c *Cache) database(ctx context.Context, name string) (*database, error) {
 		if d != nil {
 			return d, nil
 		}
-		d, err := c.loadDatabase(ctx, name)
+		// The load is shared by every request waiting on it, so it runs
+		// on the service's context: one caller giving up must not fail
+		// the others.
+		lctx, cancel := context.WithTimeout(c.ctx, c.cfg.StoreTimeout)
+		defer cancel()
+		d, err := c.loadDatabase(lctx, name)
 		if err != nil {
 			return nil, err
 		}

@@ -397,7 +397,7 @@ func TestGetChunksBatch(t *testing.T) {
 			t.Errorf("chunk %d wrong", i)
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,5 +419,29 @@ func TestGetChunksBatch(t *testing.T) {
 		if ti.State != "remote" {
 			t.Fatalf("non-appendix file downloaded: %+v", ti)
 		}
+	}
+}
+
+// A chunk in memory for one database is not an answer for another that
+// does not hold it, in single and batched reads.
+func TestMemoryTierRespectsDatabase(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 5}, Config{})
+	if _, err := testdb.Make(context.Background(), f.fs.Store, "other", testdb.Options{Chunks: 5, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.db.Files[0].Addrs[0]
+	f.get(a) // now in memory
+	r, err := f.cache.GetChunk(context.Background(), "other", a)
+	if err != nil || r.Found {
+		t.Fatalf("single read from the other database: %+v %v", r.Found, err)
+	}
+	err = f.cache.GetChunks(context.Background(), "other", []addr.Addr{a}, func(i int, r Result) error {
+		if r.Found {
+			t.Fatal("batch answered from another database's memory")
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 }

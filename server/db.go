@@ -140,7 +140,9 @@ func (d *database) find(ctx context.Context, c *Cache, a addr.Addr) (*table, tab
 			if fresh {
 				return nil, nil
 			}
-			return nil, d.refresh(ctx, c)
+			rctx, cancel := context.WithTimeout(c.ctx, c.cfg.StoreTimeout)
+			defer cancel()
+			return nil, d.refresh(rctx, c)
 		})
 		if err != nil {
 			return nil, tablefile.Entry{}, err

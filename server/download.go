@@ -25,7 +25,7 @@ type download struct {
 func (t *table) startDownload() {
 	c := t.c
 	t.mu.Lock()
-	if t.dl != nil || (t.file != nil && !t.file.isEvicted()) || c.ctx.Err() != nil {
+	if t.dl != nil || (t.file != nil && !t.file.isEvicted()) || c.ctx.Err() != nil || time.Now().Before(t.retryAfter) {
 		t.mu.Unlock()
 		return
 	}
@@ -44,6 +44,11 @@ func (t *table) startDownload() {
 		t.dl = nil
 		if err == nil {
 			t.file = cf
+			t.failures = 0
+		} else {
+			wait := firstRetryWait << min(t.failures, 16)
+			t.retryAfter = time.Now().Add(min(wait, maxRetryWait))
+			t.failures++
 		}
 		t.mu.Unlock()
 		if err != nil {

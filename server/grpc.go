@@ -64,7 +64,7 @@ func (g *grpcService) GetChunks(req *chunkpb.GetChunksRequest, stream grpc.Serve
 	}
 	err = g.c.GetChunks(stream.Context(), req.Db, addrs, func(i int, r Result) error {
 		return stream.Send(&chunkpb.ChunkReply{Index: uint32(i), Address: req.Addresses[i], Found: r.Found, Contents: r.Data, Tier: chunkpb.Tier(r.Tier)})
-	})
+	}, nil)
 	return toStatus(err)
 }
 

@@ -115,6 +115,10 @@ func (h *httpAPI) getChunks(w http.ResponseWriter, r *http.Request) {
 	fw := api.NewFrameWriter(bw)
 	err = h.c.GetChunks(r.Context(), db, addrs, func(i int, res Result) error {
 		return fw.WriteFrame(uint32(i), res.Found, res.Tier, res.Data)
+	}, func() {
+		if bw.Flush() == nil {
+			fw.Flush()
+		}
 	})
 	if err != nil {
 		// Headers are gone; cut the stream short so the client sees a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/tablefile"
@@ -24,7 +25,18 @@ type table struct {
 	mu   sync.Mutex
 	file *cachedFile // the verified local copy, once downloaded
 	dl   *download   // the download in flight, if any
+	// After a failed download the next one waits retryAfter, doubling
+	// per failure up to maxRetryWait, so a file that cannot be cached
+	// (corrupt in the store, larger than --disk) is not fetched on
+	// every miss.
+	failures   int
+	retryAfter time.Time
 }
+
+const (
+	firstRetryWait = time.Second
+	maxRetryWait   = 5 * time.Minute
+)
 
 func (c *Cache) openTable(ctx context.Context, d *database, name string, appendix bool) (*table, error) {
 	key, size, err := d.mdb.ResolveTable(ctx, name)

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"runtime/cgo"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	// The SQLite library the shim registers with, and the database/sql
@@ -29,23 +28,19 @@ const (
 	sqliteCantOpen       = 14
 	sqliteIOErrRead      = sqliteIOErr | 1<<8
 	sqliteIOErrShortRead = sqliteIOErr | 2<<8
-	sqliteIOErrWrite     = sqliteIOErr | 3<<8
 	sqliteIOErrClose     = sqliteIOErr | 16<<8
 
-	openReadOnly     = 0x00000001
-	openReadWrite    = 0x00000002
-	openMainDB       = 0x00000100
-	openWAL          = 0x00080000
-	openMainJournal  = 0x00000800
-	openSuperJournal = 0x00004000
+	openReadOnly  = 0x00000001
+	openReadWrite = 0x00000002
 
 	accessReadWrite = 1
 
 	iocapImmutable = 0x00002000
 )
 
-// tempOpens counts temporary files opened (for tests).
-var tempOpens atomic.Int64
+// tempOpens returns how many temporary files the VFS has opened (for
+// tests).
+func tempOpens() int64 { return int64(C.chunkd_temp_open_count()) }
 
 var (
 	registerOnce sync.Once
@@ -67,45 +62,25 @@ func registerVFS() error {
 	return registerErr
 }
 
-// vfsFile is an open file of the VFS: a database image or a temporary file.
-type vfsFile interface {
-	readAt(p []byte, off int64) (int, error)
-	writeAt(p []byte, off int64) error
-	truncate(size int64) error
-	size() int64
-}
-
-func fileOf(h C.uintptr_t) vfsFile {
-	return cgo.Handle(h).Value().(vfsFile)
+func fileOf(h C.uintptr_t) *dbFile {
+	return cgo.Handle(h).Value().(*dbFile)
 }
 
 //export goOpen
 func goOpen(name *C.char, flags C.int, outFlags *C.int, handle *C.uintptr_t, devchar, sector *C.int) C.int {
-	var f vfsFile
-	switch {
-	case flags&openMainDB != 0:
-		if name == nil {
-			return sqliteCantOpen
-		}
-		r := lookup(C.GoString(name))
-		if r == nil {
-			return sqliteCantOpen
-		}
-		f = &dbFile{reg: r, window: uriInt(name, readAheadParam, maxReadAhead)}
-		*outFlags = C.int(flags&^(openReadWrite) | openReadOnly)
-		*devchar = iocapImmutable
-		*sector = C.int(r.pageSize)
-	case flags&(openMainJournal|openSuperJournal|openWAL) != 0:
-		// Journals belong to writers; an immutable database has none.
+	// Only main databases get here; the C side gives temporary files to
+	// the default VFS.
+	if name == nil {
 		return sqliteCantOpen
-	default:
-		// Temporary databases, sorter spill files, statement journals:
-		// private to one connection, kept in memory.
-		f = &memFile{}
-		tempOpens.Add(1)
-		*outFlags = flags
-		*sector = 4096
 	}
+	r := lookup(C.GoString(name))
+	if r == nil {
+		return sqliteCantOpen
+	}
+	f := &dbFile{reg: r, window: uriInt(name, readAheadParam, maxReadAhead)}
+	*outFlags = C.int(flags&^openReadWrite | openReadOnly)
+	*devchar = iocapImmutable
+	*sector = C.int(r.pageSize)
 	*handle = C.uintptr_t(cgo.NewHandle(f))
 	return sqliteOK
 }
@@ -136,9 +111,7 @@ func goRead(h C.uintptr_t, buf unsafe.Pointer, n C.int, off C.sqlite3_int64) (rc
 		// A panicking page source must not take the process down with it:
 		// the query fails with an I/O error instead.
 		if v := recover(); v != nil {
-			if d, ok := f.(*dbFile); ok {
-				d.reg.setErr(fmt.Errorf("sqlitevfs: %s: panic reading at offset %d: %v", d.reg.name, int64(off), v))
-			}
+			f.reg.setErr(fmt.Errorf("sqlitevfs: %s: panic reading at offset %d: %v", f.reg.name, int64(off), v))
 			rc = sqliteIOErrRead
 		}
 	}()
@@ -156,15 +129,12 @@ func goRead(h C.uintptr_t, buf unsafe.Pointer, n C.int, off C.sqlite3_int64) (rc
 
 //export goWrite
 func goWrite(h C.uintptr_t, buf unsafe.Pointer, n C.int, off C.sqlite3_int64) C.int {
-	err := fileOf(h).writeAt(unsafe.Slice((*byte)(buf), int(n)), int64(off))
-	switch {
-	case err == nil:
-		return sqliteOK
-	case errors.Is(err, ErrReadOnly):
+	// Never reached through SQL (SQLite refuses writes to a read-only
+	// database before they get here); answer the same way regardless.
+	if err := fileOf(h).writeAt(unsafe.Slice((*byte)(buf), int(n)), int64(off)); err != nil {
 		return sqliteReadOnly
-	default:
-		return sqliteIOErrWrite
 	}
+	return sqliteOK
 }
 
 //export goTruncate

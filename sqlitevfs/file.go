@@ -3,7 +3,6 @@ package sqlitevfs
 import (
 	"errors"
 	"fmt"
-	"sync"
 )
 
 // errShortRead reports a read past the end of a file; SQLite expects the
@@ -173,61 +172,6 @@ func (f *dbFile) readPages(first int64, bufs [][]byte) error {
 		if err := f.readPage(first+int64(i), b); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// memFile is a temporary file kept in memory: a temporary database, a
-// sorter spill file or a statement journal of one connection.
-type memFile struct {
-	mu   sync.Mutex
-	data []byte
-}
-
-func (m *memFile) size() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return int64(len(m.data))
-}
-
-func (m *memFile) readAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if off >= int64(len(m.data)) {
-		return 0, errShortRead
-	}
-	n := copy(p, m.data[off:])
-	if n < len(p) {
-		return n, errShortRead
-	}
-	return n, nil
-}
-
-func (m *memFile) writeAt(p []byte, off int64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	end := off + int64(len(p))
-	if old := int64(len(m.data)); end > old {
-		if end > int64(cap(m.data)) {
-			grown := make([]byte, end, max(end, 2*int64(cap(m.data))))
-			copy(grown, m.data)
-			m.data = grown
-		} else {
-			m.data = m.data[:end]
-			// Bytes between the old end and off may hold data from
-			// before a truncate: a file reads back zeros there.
-			clear(m.data[old:max(old, off)])
-		}
-	}
-	copy(m.data[off:], p)
-	return nil
-}
-
-func (m *memFile) truncate(size int64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if size < int64(len(m.data)) {
-		m.data = m.data[:size]
 	}
 	return nil
 }

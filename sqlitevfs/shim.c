@@ -1,8 +1,8 @@
 /*
  * C side of the chunkd VFS. SQLite calls these functions; the ones that
- * touch data call into Go (see cgo.go). Everything that does not depend on
- * our files (randomness, time, sleeping, dynamic loading) is delegated to
- * the default VFS without leaving C.
+ * touch database images call into Go (see cgo.go). Temporary files and
+ * everything that does not depend on our files (randomness, time, sleeping,
+ * dynamic loading) are delegated to the default VFS without leaving C.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -91,11 +91,31 @@ static const sqlite3_io_methods chunkd_methods = {
 	cdDeviceCharacteristics,
 };
 
+/* Number of temporary files handed to the default VFS (for tests). */
+static int64_t chunkd_temp_opens;
+
+int64_t chunkd_temp_open_count(void) {
+	return __atomic_load_n(&chunkd_temp_opens, __ATOMIC_RELAXED);
+}
+
 static int cdOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *outFlags) {
 	chunkdFile *p = (chunkdFile *)f;
 	uintptr_t handle = 0;
 	int devchar = 0, sector = 0, out = flags;
 	int rc;
+
+	if ((flags & CHUNKD_SQLITE_OPEN_MAIN_DB) == 0) {
+		f->pMethods = 0;
+		if (flags & (CHUNKD_SQLITE_OPEN_MAIN_JOURNAL | CHUNKD_SQLITE_OPEN_SUPER_JOURNAL | CHUNKD_SQLITE_OPEN_WAL)) {
+			/* Journals belong to writers; an immutable database has none. */
+			return CHUNKD_SQLITE_CANTOPEN;
+		}
+		/* Temporary databases, sorter spills, statement journals: plain
+		 * temporary files of the default VFS, which then serves them
+		 * directly (the file gets its methods). szOsFile leaves room. */
+		__atomic_fetch_add(&chunkd_temp_opens, 1, __ATOMIC_RELAXED);
+		return chunkd_default->xOpen(chunkd_default, name, f, flags, outFlags);
+	}
 
 	memset(p, 0, sizeof(*p));
 	rc = goOpen((char *)name, flags, &out, &handle, &devchar, &sector);
@@ -189,6 +209,9 @@ int chunkd_register(const char *name, int maxPathname) {
 	}
 	vfs->iVersion = 2;
 	vfs->szOsFile = sizeof(chunkdFile);
+	if (chunkd_default->szOsFile > vfs->szOsFile) {
+		vfs->szOsFile = chunkd_default->szOsFile;
+	}
 	vfs->mxPathname = maxPathname;
 	vfs->zName = strdup(name);
 	vfs->xOpen = cdOpen;

@@ -72,8 +72,18 @@ sqlite3_int64 sqlite3_uri_int64(const char *zFilename, const char *zParam, sqlit
 #define CHUNKD_SQLITE_CANTOPEN 14
 #define CHUNKD_SQLITE_IOERR_DELETE_NOENT (10 | (23 << 8))
 
+/* Open flags used by the shim. */
+#define CHUNKD_SQLITE_OPEN_MAIN_DB 0x00000100
+#define CHUNKD_SQLITE_OPEN_MAIN_JOURNAL 0x00000800
+#define CHUNKD_SQLITE_OPEN_SUPER_JOURNAL 0x00004000
+#define CHUNKD_SQLITE_OPEN_WAL 0x00080000
+
 /* chunkd_register registers the VFS under name; it returns an SQLite
  * result code. */
 int chunkd_register(const char *name, int maxPathname);
+
+/* chunkd_temp_open_count returns how many temporary files the VFS has
+ * opened through the default VFS. */
+int64_t chunkd_temp_open_count(void);
 
 #endif

@@ -11,7 +11,7 @@
 // SQLite takes no locks, looks for no journal or WAL, and refuses every
 // write with SQLITE_READONLY ("attempt to write a readonly database").
 // Temporary files SQLite needs while querying (sorter spills, temporary
-// tables) live in memory.
+// tables) are ordinary temporary files of SQLite's default VFS.
 //
 // SQLite reads whole pages almost always, but not only: it reads the
 // 100-byte header at offset 0 when opening, and reads may in principle

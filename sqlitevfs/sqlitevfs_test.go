@@ -146,15 +146,15 @@ func TestSameResultsAsFile(t *testing.T) {
 		{"ranger", fp, nil},
 		{"pages-only", pagesOnly{fp}, nil},
 		// A tiny cache makes the ORDER BY sorter spill to temporary
-		// files, which live in memory.
+		// files.
 		{"small-cache", fp, &Options{CacheKiB: 64}},
 		{"read-ahead", fp, &Options{CacheKiB: 64, ReadAheadPages: 8}},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			temps := tempOpens.Load()
+			temps := tempOpens()
 			defer func() {
-				if v.opts != nil && tempOpens.Load() == temps {
+				if v.opts != nil && tempOpens() == temps {
 					t.Error("no temporary file was opened")
 				}
 			}()
@@ -189,11 +189,11 @@ func TestSameResultsAsFile(t *testing.T) {
 // pagesOnly hides PageRanger.
 type pagesOnly struct{ Pages }
 
-func TestTemporaryFilesInMemory(t *testing.T) {
+func TestTemporaryFiles(t *testing.T) {
 	path := testDB(t, 2, 3000)
 	_, db := register(t, filePages(t, path), &Options{CacheKiB: 16})
 	db.SetMaxOpenConns(1)
-	temps := tempOpens.Load()
+	temps := tempOpens()
 	// A temporary table larger than its 10-page cache spills to a file.
 	for _, s := range []string{
 		`PRAGMA temp.cache_size = 10`,
@@ -210,7 +210,7 @@ func TestTemporaryFilesInMemory(t *testing.T) {
 	if n == 0 {
 		t.Error("join with temp table found nothing")
 	}
-	if tempOpens.Load() == temps {
+	if tempOpens() == temps {
 		t.Error("no temporary file was opened")
 	}
 }
@@ -550,26 +550,6 @@ func TestUnregisterWhileOpen(t *testing.T) {
 	}
 }
 
-func TestMemFile(t *testing.T) {
-	var m memFile
-	buf := make([]byte, 8)
-	if n, err := m.readAt(buf, 0); n != 0 || !errors.Is(err, errShortRead) {
-		t.Fatalf("empty read: %d %v", n, err)
-	}
-	m.writeAt([]byte("hello"), 3)
-	if n, err := m.readAt(buf, 0); n != 8 || err != nil || string(buf) != "\x00\x00\x00hello" {
-		t.Fatalf("read: %d %v %q", n, err, buf)
-	}
-	m.truncate(4)
-	m.writeAt([]byte("!"), 6)
-	if n, err := m.readAt(buf, 0); n != 7 || !errors.Is(err, errShortRead) || string(buf[:7]) != "\x00\x00\x00h\x00\x00!" {
-		t.Fatalf("after truncate: %d %v %q", n, err, buf[:n])
-	}
-	if m.size() != 7 {
-		t.Fatalf("size %d", m.size())
-	}
-}
-
 // rangeCounter counts the calls reaching a FilePages.
 type rangeCounter struct {
 	*FilePages
@@ -618,6 +598,43 @@ func TestReadAhead(t *testing.T) {
 				}
 				if c.ranged.Load()+c.pages.Load() > total+int64(window)*4 {
 					t.Errorf("read-ahead read far more pages than the file has")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSeedQuery compares the seed query on the plain file with the
+// same file through the VFS. Set CHUNKD_BENCH_SENTENCES to change the size
+// (default 200000 sentences, about 32 MB).
+func BenchmarkSeedQuery(b *testing.B) {
+	sentences := 200000
+	if v := os.Getenv("CHUNKD_BENCH_SENTENCES"); v != "" {
+		if _, err := fmt.Sscan(v, &sentences); err != nil {
+			b.Fatal(err)
+		}
+	}
+	path := filepath.Join(b.TempDir(), "bench.db")
+	if err := gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: 2 * sentences, Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	fp := filePages(b, path)
+	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer plain.Close()
+	_, viaVFS := register(b, fp, nil)
+	_, readAhead := register(b, fp, &Options{ReadAheadPages: 32})
+	for _, c := range []struct {
+		name string
+		db   *sql.DB
+	}{{"file", plain}, {"vfs", viaVFS}, {"vfs-readahead", readAhead}} {
+		b.Run(c.name, func(b *testing.B) {
+			c.db.SetMaxOpenConns(1)
+			for b.Loop() {
+				if _, rows, err := scanAll(c.db, gen.SeedQuery); err != nil || rows == 0 {
+					b.Fatalf("%d rows, %v", rows, err)
 				}
 			}
 		})

@@ -36,6 +36,7 @@ func commands(stdout, stderr io.Writer) []command {
 		&demoCommand{stdout: stdout, stderr: stderr},
 		&serveCommand{stdout: stdout, stderr: stderr},
 		&tablefileCommand{stdout: stdout, stderr: stderr},
+		&benchCommand{stdout: stdout, stderr: stderr},
 	}
 }
 

@@ -75,6 +75,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	default:
 		return usagef("--miss must be read-through or notfound, not %q", *miss)
 	}
+	if mem <= 0 || disk <= 0 || *storeTimeout <= 0 || *manifestTTL <= 0 {
+		return usagef("--mem, --disk, --store-timeout and --manifest-ttl must be positive")
+	}
 	if *downloads < 1 {
 		return usagef("--downloads must be at least 1")
 	}

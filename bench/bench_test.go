@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSuites runs every suite at the tests' tiny scale and checks the
+// report files are there and well formed. It makes no timing assertions.
+func TestSuites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every benchmark suite")
+	}
+	for _, s := range Suites() {
+		t.Run(s.Name(), func(t *testing.T) {
+			out := t.TempDir()
+			var log strings.Builder
+			cfg := Config{Out: out, Scale: scaleTiny, Runs: 2, RTT: 2 * time.Millisecond, Log: &logWriter{t}}
+			start := time.Now()
+			rep, err := Run(context.Background(), s.Name(), cfg)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", s.Name(), err, log.String())
+			}
+			t.Logf("%s took %s", s.Name(), time.Since(start).Round(time.Millisecond))
+			checkReport(t, out, rep)
+		})
+	}
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func checkReport(t *testing.T, out string, rep *Report) {
+	t.Helper()
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# chunkd bench " + rep.Suite, "## Environment", "## Results", "| p50 |", "kernel", "cache dir"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+
+	f, err := os.Open(filepath.Join(out, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("results.csv: %v", err)
+	}
+	if len(rows) < 2 {
+		t.Fatalf("results.csv has %d rows, want a header and at least one result", len(rows))
+	}
+	if !slices.Equal(rows[0], CSVHeader) {
+		t.Errorf("results.csv header = %v, want %v", rows[0], CSVHeader)
+	}
+	if !slices.Equal(rows[0][:10], strings.Split("suite,case,path,threads,count,mean_us,p50_us,p95_us,p99_us,throughput", ",")) {
+		t.Errorf("results.csv's first columns = %v", rows[0][:10])
+	}
+	for _, row := range rows[1:] {
+		if len(row) != len(CSVHeader) {
+			t.Fatalf("row %v has %d fields", row, len(row))
+		}
+		if row[0] != rep.Suite || row[1] == "" || row[2] == "" {
+			t.Errorf("row %v: bad suite, case or path", row)
+		}
+		for i := 3; i < len(row); i++ {
+			v, err := strconv.ParseFloat(row[i], 64)
+			if err != nil || v < 0 {
+				t.Errorf("row %v: field %s = %q is not a non-negative number", row, CSVHeader[i], row[i])
+			}
+		}
+		if row[4] == "0" {
+			t.Errorf("row %v: no operations counted", row)
+		}
+	}
+
+	raw, err := os.ReadFile(filepath.Join(out, "environment.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env Environment
+	if err := json.Unmarshal(raw, &env); err != nil {
+		t.Fatalf("environment.json: %v", err)
+	}
+	if env.Cores < 1 || env.GoVersion == "" || env.Date == "" || env.CommandLine == "" || env.Kernel == "" || env.CacheFS == "" || len(env.Params) == 0 {
+		t.Errorf("environment.json is missing facts: %s", raw)
+	}
+	if _, err := time.Parse(time.RFC3339, env.Date); err != nil {
+		t.Errorf("environment date: %v", err)
+	}
+
+	pngs, _ := filepath.Glob(filepath.Join(out, "*.png"))
+	if len(pngs) == 0 {
+		t.Errorf("no plots in %s", out)
+	}
+	for _, p := range pngs {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
+			t.Errorf("%s is %v", p, b)
+		}
+		if !strings.Contains(string(md), filepath.Base(p)) {
+			t.Errorf("report.md does not show %s", filepath.Base(p))
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(out, "work-"+rep.Suite)); len(ents) > 0 {
+		t.Errorf("scratch files left behind: %v", ents)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	runs := []Stats{
+		{Count: 10, Mean: 10 * time.Microsecond, P50: 100 * time.Microsecond, P95: 1, P99: 1, Throughput: 5},
+		{Count: 30, Mean: 30 * time.Microsecond, P50: 120 * time.Microsecond, P95: 1, P99: 1, Throughput: 1},
+		{Count: 20, Mean: 20 * time.Microsecond, P50: 80 * time.Microsecond, P95: 1, P99: 1, Throughput: 3},
+	}
+	r := Summarize("s", "c", "p", 4, runs)
+	if r.Count != 20 || r.MeanUS != 20 || r.P50US != 100 || r.Throughput != 3 || r.Runs != 3 {
+		t.Errorf("medians: %+v", r)
+	}
+	if r.SpreadPct != 40 { // (120-80)/100
+		t.Errorf("spread = %v, want 40", r.SpreadPct)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50}, {95, 95}, {99, 99}, {100, 100}, {0, 1}} {
+		if got := Percentile(d, c.p); got != c.want {
+			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 {
+		t.Error("empty")
+	}
+}
+
+func TestParseScale(t *testing.T) {
+	for _, s := range []string{"small", "large"} {
+		if _, err := ParseScale(s); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, s := range []string{"tiny", "", "huge"} {
+		if _, err := ParseScale(s); err == nil {
+			t.Errorf("ParseScale(%q) accepted", s)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	var names []string
+	for _, s := range Suites() {
+		names = append(names, s.Name())
+	}
+	for _, want := range []string{"bigdata", "chunks", "disk"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("suite %s not registered: %v", want, names)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("registering a name twice did not panic")
+		}
+	}()
+	Register(diskSuite{})
+}
+
+func TestProcIO(t *testing.T) {
+	a, err := readProcIO("self")
+	if err != nil {
+		t.Skip(err)
+	}
+	os.ReadFile("/proc/self/io")
+	b, err := readProcIO("self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Syscr <= a.Syscr {
+		t.Errorf("syscr did not grow: %d then %d", a.Syscr, b.Syscr)
+	}
+}

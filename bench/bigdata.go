@@ -1,0 +1,462 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/chunkd/chunkd/api"
+	"github.com/dustin/go-humanize"
+)
+
+func init() { Register(bigdataSuite{}) }
+
+// bigdataSuite is YugabyteDB's uncached random-read test at our scale: a
+// data set several times the service's memory, uniform random reads from
+// many clients, and the question whether each read costs exactly one disk
+// read (index and bloom filter always in memory).
+type bigdataSuite struct{}
+
+func (bigdataSuite) Name() string { return "bigdata" }
+func (bigdataSuite) Synopsis() string {
+	return "uniform random reads of a data set several times the service's memory: ops/s, latency, disk reads per read (goal 1.00)"
+}
+
+const bigdataDB = "bigdata"
+
+// bigdataRun is one measured phase's counters.
+type bigdataRun struct {
+	stats     Stats
+	io        procIO     // of the service process
+	tiers     tierCounts // chunks served per tier
+	diskReads float64    // the service's own count
+	gcs       float64    // garbage collections
+}
+
+func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
+	cfg := r.Config
+	rep := r.Report
+	rep.Baseline = "memory"
+	data := cfg.DataBytes
+	if data <= 0 {
+		data = pick[int64](cfg.Scale, 24<<20, 512<<20, 8<<30)
+	}
+	mem := cfg.MemBytes
+	if mem <= 0 {
+		mem = pick[int64](cfg.Scale, 4<<20, 64<<20, 1<<30)
+	}
+	chunkSize := 16 << 10
+	if len(cfg.Sizes) > 0 {
+		chunkSize = cfg.Sizes[0]
+	}
+	fileBytes := pick[int64](cfg.Scale, 8<<20, 64<<20, 256<<20)
+	clients := cfg.Clients
+	if len(clients) == 0 {
+		clients = pick(cfg.Scale, []int{1, 8}, []int{1, 32}, []int{1, 16, 64, 128})
+	}
+	limit := cfg.CgroupMem
+	if limit <= 0 {
+		limit = 2*mem + 64<<20 // Go's heap runs to about twice the live data
+	}
+	load := Load{
+		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 100*time.Millisecond, time.Second, 5*time.Second)),
+		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 300*time.Millisecond, 4*time.Second, 20*time.Second)),
+		Count:    cfg.Count,
+	}
+	baseLoad := Load{Warmup: load.Warmup / 2, Duration: max(load.Duration/4, 100*time.Millisecond)}
+	initialWarmup := pick(cfg.Scale, 300*time.Millisecond, 5*time.Second, 60*time.Second)
+
+	rep.Intro = fmt.Sprintf("YugabyteDB's uncached random-read test at our scale: a data set of %s of table files (%s of chunks) "+
+		"served by a `chunkd serve` process given %s of memory for chunks, so most reads cannot be memory hits; "+
+		"clients in this process read uniformly random chunks of it over HTTP. "+
+		"The question is whether a chunk that is not in memory costs exactly **one** disk read: the service keeps every index and bloom filter in memory.\n\n"+
+		"- `uniform`: uniformly random addresses over the whole data set.\n"+
+		"- `memory`: the same clients on a small hot set that stays in the memory tier: the baseline for the service's socket reads, and the multiplier's base.\n\n"+
+		"**Disk reads per read** = (read syscalls of the service process during `uniform`, from /proc/PID/io syscr, minus `memory`'s syscr per request × requests) / chunks the service served from disk. "+
+		"Device bytes per read comes from read_bytes, the bytes the block layer really fetched for the process.",
+		humanize.IBytes(uint64(data)), "about "+humanize.IBytes(uint64(data*2)), humanize.IBytes(uint64(mem)))
+
+	// Disk space: the store's copy and the cache's copy.
+	storeDir := filepath.Join(r.WorkDir, "store")
+	cacheDir := filepath.Join(cfg.CacheDir, "chunkd-bench-bigdata")
+	need := int64(128 << 20)
+	if ds, err := loadDataset(storeDir); err != nil || ds.Target != data {
+		need += data + data/16
+	}
+	need += data + data/16
+	if free := freeBytes(r.WorkDir); free >= 0 && free < need {
+		return fmt.Errorf("bigdata: needs about %s free on the file system of %s (the data set and the cache's copy of it), which has %s",
+			humanize.IBytes(uint64(need)), r.WorkDir, humanize.IBytes(uint64(free)))
+	}
+
+	ds, err := makeDataset(ctx, r, storeDir, bigdataDB, data, chunkSize, fileBytes)
+	if err != nil {
+		return err
+	}
+	all := ds.all()
+	rep.Env.Set("data set", "%d table files, %d chunks of %s (half random, about 2:1 under snappy): %s stored, %s of chunks; %s",
+		len(ds.Files), ds.Chunks, sizeName(chunkSize), humanize.IBytes(uint64(ds.StoredBytes)), humanize.IBytes(uint64(ds.DecodedBytes)),
+		map[bool]string{true: "reused from an earlier run", false: "written for this run"}[ds.Reused])
+	rep.Env.Set("store", "local folder (file://) %s, no emulated latency (it only feeds the downloads)", storeDir)
+	rep.Env.Set("fsync", "%s (the service fsyncs downloaded files before serving them)", onOff(cfg.Fsync))
+
+	binary, how, err := serviceBinary(ctx, r)
+	if err != nil {
+		return err
+	}
+	rep.Env.Set("service", "child process `%s serve` (%s); clients in the bench process, over loopback HTTP/1.1 keep-alive", binary, how)
+
+	var cg *cgroup
+	var env []string
+	if cfg.NoCgroup {
+		rep.Notef("--no-cgroup: the service's memory was bounded by --mem only; the page cache could hold the whole data set, so device reads (read_bytes) may be near zero and latencies those of page-cache reads.")
+		rep.Env.Set("memory limit", "--mem %s only (no cgroup: --no-cgroup)", humanize.IBytes(uint64(mem)))
+	} else if cg, err = newCgroup(fmt.Sprintf("chunkd-bench-%d", os.Getpid()), limit); err != nil {
+		rep.Notef("No cgroup memory limit could be set (%v): the service's memory was bounded by --mem only; the page cache could hold the whole data set, so device reads (read_bytes) may be near zero and latencies those of page-cache reads.", err)
+		rep.Env.Set("memory limit", "--mem %s only (no writable cgroup: %v)", humanize.IBytes(uint64(mem)), err)
+		cg = nil
+	} else {
+		defer cg.remove()
+		gomem := limit - limit/8
+		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(gomem, 10))
+		rep.Env.Set("memory limit", "--mem %s in a %s (page cache included), GOMEMLIMIT=%s",
+			humanize.IBytes(uint64(mem)), cg.describe(), humanize.IBytes(uint64(gomem)))
+	}
+	if !cfg.Keep {
+		defer os.RemoveAll(cacheDir)
+	}
+	args := []string{"serve", "--store", storeDir, "--cache-dir", cacheDir, "--listen", "127.0.0.1:0", "--grpc-listen", "",
+		"--mem", strconv.FormatInt(mem, 10), "--disk", strconv.FormatInt(2*ds.StoredBytes+1<<30, 10),
+		"--fsync=" + strconv.FormatBool(cfg.Fsync), "--log-level", "info"}
+	r.Logf("bigdata: starting %s", shellQuote(append([]string{binary}, args...)))
+	svc, err := startChild(ctx, binary, args, env, cg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := svc.stop(); err != nil {
+			rep.Notef("The service did not stop cleanly: %v", err)
+		}
+	}()
+	rep.Env.Set("cache sizes", "--mem %s (memory tier, decoded chunks), --disk %s", humanize.IBytes(uint64(mem)), humanize.IBytes(uint64(2*ds.StoredBytes+1<<30)))
+	maxClients := 1
+	for _, c := range clients {
+		maxClients = max(maxClients, c)
+	}
+	cc := newChunkClient(maxClients, chunkSize)
+	defer cc.hc.CloseIdleConnections()
+	if err := waitReady(ctx, cc.hc, svc.url+"/readyz", 30*time.Second); err != nil {
+		return err
+	}
+
+	// Download every file: ask for one chunk of each, then wait.
+	start := time.Now()
+	for i := range ds.Files {
+		if _, err := cc.get(ctx, 0, svc.url+api.ChunkPath(bigdataDB, ds.addrs[i][0])); err != nil {
+			return fmt.Errorf("first read of file %d: %w:\n%s", i, err, svc.tail(10))
+		}
+	}
+	if err := waitDownloaded(ctx, r, cc.hc, svc, ds.StoredBytes); err != nil {
+		return err
+	}
+	rep.Env.Set("download", "%d files downloaded by the service in %s before measuring", len(ds.Files), time.Since(start).Round(time.Millisecond))
+	// Start cold: drop the cached files from the page cache.
+	dropped := 0
+	filepath.WalkDir(cacheDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && dropCache(p) == nil {
+			dropped++
+		}
+		return nil
+	})
+	rep.Env.Set("page cache", "the %d cached files' pages dropped (posix_fadvise DONTNEED) before the first read", dropped)
+
+	uniform := func(ctx context.Context, w int, rng *rand.Rand) error {
+		a := all[rng.IntN(len(all))]
+		_, err := cc.get(ctx, w, svc.url+api.ChunkPath(bigdataDB, a))
+		return err
+	}
+	hot := all[:min(len(all), max(16, int(mem/4/int64(chunkSize))))]
+	var hotTiers [4]atomic.Int64
+	memoryOp := func(ctx context.Context, w int, rng *rand.Rand) error {
+		a := hot[rng.IntN(len(hot))]
+		tier, err := cc.get(ctx, w, svc.url+api.ChunkPath(bigdataDB, a))
+		if err == nil {
+			for i, t := range tiers {
+				if t == tier {
+					hotTiers[i].Add(1)
+				}
+			}
+		}
+		return err
+	}
+	r.Logf("bigdata: initial warm-up: %s of uniform reads with %d clients", initialWarmup, maxClients)
+	if _, err := Drive(ctx, Load{Clients: maxClients, Duration: initialWarmup}, uniform); err != nil {
+		return fmt.Errorf("warm-up: %w:\n%s", err, svc.tail(10))
+	}
+
+	measure := func(l Load, op Op) (bigdataRun, []time.Duration, error) {
+		var b0 promSamples
+		var io0 procIO
+		var e0 error
+		l.Mark = func() {
+			b0, e0 = scrapeMetrics(ctx, cc.hc, svc.url+"/metrics")
+			if e0 == nil {
+				io0, e0 = readProcIO(svc.pid)
+			}
+		}
+		s, err := Drive(ctx, l, op)
+		if err != nil {
+			return bigdataRun{}, nil, err
+		}
+		if e0 != nil {
+			return bigdataRun{}, nil, e0
+		}
+		io1, err := readProcIO(svc.pid)
+		if err != nil {
+			return bigdataRun{}, nil, err
+		}
+		b1, err := scrapeMetrics(ctx, cc.hc, svc.url+"/metrics")
+		if err != nil {
+			return bigdataRun{}, nil, err
+		}
+		t := tierCounts{}
+		t.add(b1, b0)
+		return bigdataRun{stats: s.Stats(), io: io1.sub(io0), tiers: t, diskReads: b1.diskReads() - b0.diskReads(),
+			gcs: b1["go_gc_duration_seconds_count"] - b0["go_gc_duration_seconds_count"]}, s.Lat, nil
+	}
+
+	type key struct {
+		path    string
+		clients int
+	}
+	runs := map[key][]bigdataRun{}
+	allTiers := tierCounts{}
+	var lat1 []time.Duration
+	cs := "uniform-" + sizeName(chunkSize)
+	for run := 1; run <= cfg.Runs; run++ {
+		for _, c := range clients {
+			// The memory baseline: warm the hot set, then measure it.
+			for _, a := range hot {
+				if _, err := cc.get(ctx, 0, svc.url+api.ChunkPath(bigdataDB, a)); err != nil {
+					return err
+				}
+			}
+			bl := baseLoad
+			bl.Clients = c
+			mr, _, err := measure(bl, memoryOp)
+			if err != nil {
+				return fmt.Errorf("memory baseline: %w:\n%s", err, svc.tail(10))
+			}
+			runs[key{"memory", c}] = append(runs[key{"memory", c}], mr)
+			ul := load
+			ul.Clients = c
+			ur, samples, err := measure(ul, uniform)
+			if err != nil {
+				return fmt.Errorf("uniform reads: %w:\n%s", err, svc.tail(10))
+			}
+			if c == clients[0] {
+				lat1 = append(lat1, samples...)
+			}
+			runs[key{"uniform", c}] = append(runs[key{"uniform", c}], ur)
+			for _, t := range tiers {
+				allTiers[t] += ur.tiers[t]
+			}
+			base := float64(mr.io.Syscr) / float64(max(1, mr.stats.Count))
+			d := ur.tiers["disk"] + ur.tiers["partial"]
+			r.Logf("bigdata: run %d/%d %3d clients: %s ops/s, avg %s µs, p99 %s µs; %.2f disk reads per disk-served read; %s",
+				run, cfg.Runs, c, fmtRate(ur.stats.Throughput), fmtUS(us(ur.stats.Mean)), fmtUS(us(ur.stats.P99)),
+				(float64(ur.io.Syscr)-base*float64(ur.stats.Count))/math.Max(d, 1), ur.tiers)
+			if exited, werr := svc.exited(); exited {
+				return fmt.Errorf("the service exited (%v):\n%s", werr, svc.tail(20))
+			}
+		}
+	}
+	rep.Samples(cs, "uniform", lat1)
+	for _, p := range []string{"memory", "uniform"} {
+		for _, c := range clients {
+			var st []Stats
+			for _, x := range runs[key{p, c}] {
+				st = append(st, x.stats)
+			}
+			rep.Add(Summarize("bigdata", cs, p, c, st))
+		}
+	}
+
+	avgStored := float64(ds.RecordBytes) / float64(ds.Chunks) // a chunk's record in its file
+	var b strings.Builder
+	fmt.Fprintf(&b, "The YugabyteDB table: for each client count, the uniform reads' throughput and latency, where they were served, and what a read not served from memory cost the service process. Medians over runs.\n\n")
+	fmt.Fprintf(&b, "| clients | ops/s | avg µs | p99 µs | memory hits | disk hits | **disk reads per disk-served read** (syscr) | file bytes per disk-served read ÷ record size (rchar) | service's count | device bytes per disk-served read (read_bytes) | GCs per 1000 reads |\n")
+	fmt.Fprintf(&b, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var baseParts []string
+	for _, c := range clients {
+		u, m := runs[key{"uniform", c}], runs[key{"memory", c}]
+		var perDisk, byteRatio, own, bytesPer, memPct, diskPct, basePer, perReq, gcs []float64
+		for i := range u {
+			n := float64(max(1, u[i].stats.Count))
+			mn := float64(max(1, m[i].stats.Count))
+			base := float64(m[i].io.Syscr) / mn
+			baseBytes := float64(m[i].io.Rchar) / mn
+			d := u[i].tiers["disk"] + u[i].tiers["partial"]
+			served := u[i].tiers.total()
+			extra := float64(u[i].io.Syscr) - base*n
+			basePer = append(basePer, base)
+			perReq = append(perReq, extra/n)
+			gcs = append(gcs, u[i].gcs/n*1000)
+			if d > 0 {
+				perDisk = append(perDisk, extra/d)
+				byteRatio = append(byteRatio, (float64(u[i].io.Rchar)-baseBytes*n)/d/avgStored)
+				own = append(own, u[i].diskReads/d)
+				bytesPer = append(bytesPer, float64(u[i].io.ReadBytes)/d)
+			}
+			if served > 0 {
+				memPct = append(memPct, u[i].tiers["memory"]/served*100)
+				diskPct = append(diskPct, d/served*100)
+			}
+		}
+		res, _ := rep.find(cs, "uniform", c)
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.1f%% | %.1f%% | **%s** | %s | %s | %s | %.2f |\n", c, fmtRate(res.Throughput), fmtUS(res.MeanUS), fmtUS(res.P99US),
+			median(memPct), median(diskPct), fmtOr(perDisk, "%.2f"), fmtOr(byteRatio, "%.2f"), fmtOr(own, "%.2f"), fmtOr(bytesPer, "%.0f"), median(gcs))
+		if len(perDisk) > 0 {
+			rep.Metric(cs, "uniform", c, "disk_reads_per_disk_read", median(perDisk))
+			rep.Metric(cs, "uniform", c, "file_bytes_per_disk_read_over_record", median(byteRatio))
+			rep.Metric(cs, "uniform", c, "service_disk_reads_per_disk_read", median(own))
+			rep.Metric(cs, "uniform", c, "device_bytes_per_disk_read", median(bytesPer))
+		}
+		rep.Metric(cs, "uniform", c, "disk_reads_per_request", median(perReq))
+		rep.Metric(cs, "uniform", c, "memory_hit_pct", median(memPct))
+		rep.Metric(cs, "uniform", c, "disk_hit_pct", median(diskPct))
+		rep.Metric(cs, "uniform", c, "gc_per_1000_reads", median(gcs))
+		rep.Metric(cs, "memory", c, "syscr_per_request", median(basePer))
+		baseParts = append(baseParts, fmt.Sprintf("%.2f with %d clients", median(basePer), c))
+	}
+	fmt.Fprintf(&b, "\n- **disk reads per disk-served read**: the service's read syscalls (syscr) less the memory baseline's per request (%s read syscalls per request), over the chunks served from disk. "+
+		"The baseline's socket reads are not exactly those of the uniform phase: a read of the next request that finds nothing yet returns EAGAIN and still counts, and how often that happens depends on timing, "+
+		"which differs between fast memory hits and slower disk hits (most at low concurrency). So this figure can stray from 1.00 by a fraction either way without the service reading more.\n", strings.Join(baseParts, ", "))
+	fmt.Fprintf(&b, "- **file bytes ÷ record size**: the bytes the service's reads returned (rchar) less the baseline's per request (a request's bytes on the socket do not vary), "+
+		"over the chunks served from disk, divided by the average record (%.0f bytes): 1.00 means each disk-served chunk read its record and nothing else (no index or bloom filter block).\n", avgStored)
+	fmt.Fprintf(&b, "- **device bytes** (read_bytes) count the pages the block layer fetched: a record of %.0f bytes touches about %.1f pages of 4 KiB, so about %.0f bytes is one read with no readahead; "+
+		"much less means the page cache held part of the data set.\n", avgStored, avgStored/4096+1, (avgStored/4096+1)*4096)
+	var hotTotal, hotMem int64
+	for i := range hotTiers {
+		hotTotal += hotTiers[i].Load()
+	}
+	hotMem = hotTiers[0].Load()
+	if hotTotal > 0 {
+		fmt.Fprintf(&b, "\nThe memory baseline's hot set (%d chunks) was served from memory for %.1f%% of its requests.\n", len(hot), float64(hotMem)/float64(hotTotal)*100)
+	}
+	rep.Section("Disk reads per read", b.String())
+	rep.Env.Set("hit ratios per tier", "%s (the uniform phases, from the service's /metrics)", allTiers)
+	for _, t := range tiers {
+		if n := allTiers.total(); n > 0 {
+			rep.Metric(cs, "uniform", 0, "hit_ratio_"+t, allTiers[t]/n)
+		}
+	}
+	if cg != nil {
+		peak, hits := cg.peak(), cg.limitHits()
+		rep.Env.Set("service memory (cgroup)", "peak %s of the %s limit (page cache included); limit reached %d times", humanize.IBytes(uint64(max(peak, 0))), humanize.IBytes(uint64(limit)), hits)
+		rep.Metric(cs, "", 0, "cgroup_peak_bytes", float64(peak))
+	}
+	if rss := childRSS(svc.pid); rss > 0 {
+		rep.Env.Set("service RSS at the end", "%s", humanize.IBytes(uint64(rss)))
+	}
+	return nil
+}
+
+func fmtOr(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf(format, median(xs))
+}
+
+// childRSS returns a process's resident set, from /proc/PID/status.
+func childRSS(pid string) int64 {
+	raw, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n << 10
+			}
+		}
+	}
+	return 0
+}
+
+// waitDownloaded polls the database's info until every file is cached.
+func waitDownloaded(ctx context.Context, r *Runner, hc *http.Client, svc *child, total int64) error {
+	deadline := time.Now().Add(10*time.Minute + time.Duration(total/(20<<20))*time.Second)
+	last := time.Now()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, svc.url+api.DBPath(bigdataDB), nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		var info api.DBInfo
+		err = json.NewDecoder(resp.Body).Decode(&info)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		var got int64
+		cached := 0
+		for _, t := range info.Tables {
+			got += t.Downloaded
+			if t.State == api.StateCached {
+				cached++
+			}
+		}
+		if cached == len(info.Tables) {
+			return nil
+		}
+		if time.Since(last) > 5*time.Second {
+			r.Logf("bigdata: downloaded %s of %s (%d/%d files)", humanize.IBytes(uint64(got)), humanize.IBytes(uint64(total)), cached, len(info.Tables))
+			last = time.Now()
+		}
+		if exited, err := svc.exited(); exited {
+			return fmt.Errorf("the service exited while downloading (%v):\n%s", err, svc.tail(20))
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the downloads did not finish in time")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// serviceBinary returns the chunkd binary to run the service with:
+// Config.Binary, or one built with go build into the work dir.
+func serviceBinary(ctx context.Context, r *Runner) (string, string, error) {
+	if r.Config.Binary != "" {
+		return r.Config.Binary, "the running binary", nil
+	}
+	out := filepath.Join(r.WorkDir, "chunkd")
+	r.Logf("building the chunkd binary: go build -o %s github.com/chunkd/chunkd/cmd/chunkd", out)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/chunkd/chunkd/cmd/chunkd")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("go build chunkd: %v\n%s", err, msg)
+	}
+	return out, "built with go build for this run", nil
+}

@@ -1,0 +1,356 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/dustin/go-humanize"
+)
+
+func init() { Register(diskSuite{}) }
+
+// diskSuite is the smell test of the cache dir's disk, before any chunkd
+// figure: random reads of a test file at queue depth 1 and 16, with
+// O_DIRECT (the device) and through the page cache, as fio's randread
+// with the psync engine measures them.
+type diskSuite struct{}
+
+func (diskSuite) Name() string { return "disk" }
+func (diskSuite) Synopsis() string {
+	return "fio-style random reads (4/16/32 KiB, queue depth 1 and 16, O_DIRECT and buffered) in the cache dir's file system"
+}
+
+const directAlign = 4096
+
+func (diskSuite) Run(ctx context.Context, r *Runner) error {
+	cfg := r.Config
+	rep := r.Report
+	rep.Baseline = "direct"
+	rep.ThreadsLabel = "queue depth"
+	rep.ThroughputUnit = "IOPS"
+	fileSize := cfg.FileSize
+	if fileSize <= 0 {
+		fileSize = pick[int64](cfg.Scale, 16<<20, 256<<20, 4<<30)
+	}
+	sizes := cfg.Sizes
+	if len(sizes) == 0 {
+		sizes = pick(cfg.Scale, []int{4 << 10}, []int{4 << 10, 16 << 10, 32 << 10}, []int{4 << 10, 16 << 10, 32 << 10})
+	}
+	qds := cfg.Clients
+	if len(qds) == 0 {
+		qds = []int{1, 16}
+	}
+	load := Load{
+		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 50*time.Millisecond, 500*time.Millisecond, 2*time.Second)),
+		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 150*time.Millisecond, 2*time.Second, 10*time.Second)),
+		Count:    cfg.Count,
+	}
+	for _, bs := range sizes {
+		if bs <= 0 || bs%directAlign != 0 || int64(bs) > fileSize {
+			return fmt.Errorf("block size %d: must be a positive multiple of %d no larger than the file", bs, directAlign)
+		}
+	}
+	rep.Intro = fmt.Sprintf(`The disk under the cache dir, measured before any chunkd figure (the articles' first lesson: the environment moves results more than code does). `+
+		`Random reads of %s blocks at block-aligned offsets of a %s test file of random bytes in the cache dir's file system, `+
+		`by 1 thread (queue depth 1) and by 16 threads each with one read in flight (queue depth 16), as fio's randread with the psync engine and numjobs does. `+
+		"`direct` opens the file with O_DIRECT (aligned buffers), so every read goes to the device; `buffered` reads through the page cache, "+
+		"which is dropped for the file (posix_fadvise DONTNEED) before every buffered run, as fio's invalidate=1 does, so it starts cold and warms as it goes. "+
+		"Latency is completion latency (clat) of one pread; throughput is IOPS.",
+		sizeList(sizes), humanize.IBytes(uint64(fileSize)))
+
+	if free := freeBytes(cfg.CacheDir); free >= 0 && free < fileSize+64<<20 {
+		return fmt.Errorf("disk: the test file needs %s free in %s, which has %s", humanize.IBytes(uint64(fileSize+64<<20)), cfg.CacheDir, humanize.IBytes(uint64(free)))
+	}
+	name := filepath.Join(cfg.CacheDir, "chunkd-bench-disk.dat")
+	start := time.Now()
+	r.Logf("disk: writing a %s test file %s", humanize.IBytes(uint64(fileSize)), name)
+	if err := writeTestFile(ctx, name, fileSize); err != nil {
+		return err
+	}
+	if !cfg.Keep {
+		defer os.Remove(name)
+	}
+	rep.Env.Set("test file", "`%s`, %s of random bytes, written and fsynced in %s", name, humanize.IBytes(uint64(fileSize)), time.Since(start).Round(time.Millisecond))
+	rep.Env.Set("fsync", "the test file is fsynced once after writing; the reads never write")
+	rep.Env.Set("store", "none (this suite reads a local file only)")
+
+	modes := []string{"direct", "buffered"}
+	if err := probeDirect(name); err != nil {
+		modes = []string{"buffered"}
+		rep.Notef("O_DIRECT is refused here (%v), as tmpfs and some overlay file systems do: only buffered reads were measured, and they may never reach a device.", err)
+		rep.Env.Set("O_DIRECT", "refused: %v", err)
+		rep.Baseline = ""
+	} else {
+		rep.Env.Set("O_DIRECT", "supported (buffers aligned to %d bytes)", directAlign)
+	}
+
+	engine := "built-in: Go pread (os.File.ReadAt), one goroutine per queue slot"
+	fio := ""
+	if cfg.Fio {
+		if p, err := exec.LookPath("fio"); err == nil {
+			fio = p
+			out, _ := exec.CommandContext(ctx, fio, "--version").Output()
+			engine = fmt.Sprintf("%s (%s): --rw=randread --ioengine=psync --numjobs=QD --group_reporting --invalidate=1", p, strings.TrimSpace(string(out)))
+			rep.Baseline = "fio-direct"
+		} else {
+			rep.Notef("--fio was given but fio is not installed (apt-get install fio): the built-in reader was used.")
+		}
+	}
+	rep.Env.Set("engine", "%s", engine)
+	rep.Env.Set("timing", "warm-up %s, then %s per case and run", load.Warmup, describeLoad(load))
+
+	type key struct {
+		bs, qd int
+		mode   string
+	}
+	runs := map[key][]Stats{}
+	for run := 1; run <= cfg.Runs; run++ {
+		for _, bs := range sizes {
+			for _, qd := range qds {
+				for _, mode := range modes {
+					var st Stats
+					var s Sample
+					var err error
+					if fio != "" {
+						st, err = runFio(ctx, fio, name, fileSize, bs, qd, mode == "direct", load)
+					} else {
+						s, err = readRandom(ctx, name, fileSize, bs, qd, mode == "direct", load)
+						st = s.Stats()
+					}
+					if err != nil {
+						return fmt.Errorf("disk %s %s qd %d: %w", sizeName(bs), mode, qd, err)
+					}
+					k := key{bs, qd, mode}
+					runs[k] = append(runs[k], st)
+					if fio == "" && qd == qds[0] {
+						rep.Samples(diskCase(bs), mode, s.Lat)
+					}
+					r.Logf("disk: run %d/%d %s %s qd %d: p50 %s µs, p99 %s µs, %s IOPS", run, cfg.Runs, diskCase(bs), mode, qd,
+						fmtUS(us(st.P50)), fmtUS(us(st.P99)), fmtRate(st.Throughput))
+				}
+			}
+		}
+	}
+	for _, bs := range sizes {
+		for _, mode := range modes {
+			for _, qd := range qds {
+				path := mode
+				if fio != "" {
+					path = "fio-" + mode
+				}
+				rep.Add(Summarize("disk", diskCase(bs), path, qd, runs[key{bs, qd, mode}]))
+			}
+		}
+	}
+	if fio == "" {
+		rep.Notef("Go's pread on a regular file blocks an OS thread; queue depth 16 is 16 goroutines, each on its own thread while it waits, as fio's numjobs=16 with psync is 16 processes.")
+	}
+	return nil
+}
+
+func diskCase(bs int) string {
+	return "randread-" + sizeName(bs)
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func describeLoad(l Load) string {
+	if l.Count > 0 {
+		return fmt.Sprintf("%d operations", l.Count)
+	}
+	s := l.Duration.String()
+	if l.MinCount > 0 {
+		s += fmt.Sprintf(" (and at least %d operations)", l.MinCount)
+	}
+	return s
+}
+
+func sizeList(sizes []int) string {
+	parts := make([]string, len(sizes))
+	for i, s := range sizes {
+		parts[i] = sizeName(s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sizeName names a size exactly: 16KiB, 1MiB, 1000B.
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + "MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + "KiB"
+	}
+	return strconv.Itoa(n) + "B"
+}
+
+// writeTestFile writes size random bytes to name and fsyncs it (random,
+// so that no layer can compress or skip it), reusing a file of that size.
+func writeTestFile(ctx context.Context, name string, size int64) error {
+	if fi, err := os.Stat(name); err == nil && fi.Size() == size {
+		return nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	rng := rand.NewChaCha8([32]byte{'c', 'h', 'u', 'n', 'k', 'd'})
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if ctx.Err() != nil {
+			f.Close()
+			os.Remove(name)
+			return ctx.Err()
+		}
+		n := min(int64(len(buf)), size-off)
+		rng.Read(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			os.Remove(name)
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// alignedBuf returns n bytes starting at a multiple of directAlign.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+directAlign)
+	off := 0
+	if rem := int(uintptr(unsafe.Pointer(&b[0])) % directAlign); rem != 0 {
+		off = directAlign - rem
+	}
+	return b[off : off+n : off+n]
+}
+
+// probeDirect opens name with O_DIRECT and reads one aligned block.
+func probeDirect(name string) error {
+	f, err := openDirect(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.ReadAt(alignedBuf(directAlign), 0)
+	return err
+}
+
+// readRandom runs the built-in random reader.
+func readRandom(ctx context.Context, name string, size int64, bs, qd int, direct bool, l Load) (Sample, error) {
+	var f *os.File
+	var err error
+	if direct {
+		f, err = openDirect(name)
+	} else {
+		if err := dropCache(name); err != nil {
+			return Sample{}, fmt.Errorf("drop the file's pages from the page cache: %w", err)
+		}
+		f, err = os.Open(name)
+	}
+	if err != nil {
+		return Sample{}, err
+	}
+	defer f.Close()
+	blocks := size / int64(bs)
+	bufs := make([][]byte, qd)
+	for i := range bufs {
+		bufs[i] = alignedBuf(bs)
+	}
+	l.Clients = qd
+	return Drive(ctx, l, func(ctx context.Context, w int, rng *rand.Rand) error {
+		off := rng.Int64N(blocks) * int64(bs)
+		n, err := f.ReadAt(bufs[w], off)
+		if err != nil {
+			return err
+		}
+		if n != bs {
+			return fmt.Errorf("short read: %d of %d bytes", n, bs)
+		}
+		return nil
+	})
+}
+
+// fioOutput is the part of fio's JSON output used here.
+type fioOutput struct {
+	Jobs []struct {
+		Read struct {
+			TotalIOs int64   `json:"total_ios"`
+			IOPS     float64 `json:"iops"`
+			Clat     struct {
+				Mean       float64            `json:"mean"`
+				Percentile map[string]float64 `json:"percentile"`
+			} `json:"clat_ns"`
+		} `json:"read"`
+	} `json:"jobs"`
+}
+
+// runFio runs one case with fio (psync engine, numjobs = queue depth,
+// reports grouped) and turns its JSON into Stats. fio's percentiles come
+// from its own latency histogram.
+func runFio(ctx context.Context, fio, name string, size int64, bs, qd int, direct bool, l Load) (Stats, error) {
+	d := "0"
+	if direct {
+		d = "1"
+	}
+	args := []string{"--name=chunkd-bench", "--filename=" + name, "--size=" + strconv.FormatInt(size, 10),
+		"--rw=randread", "--bs=" + strconv.Itoa(bs), "--direct=" + d, "--ioengine=psync",
+		"--numjobs=" + strconv.Itoa(qd), "--group_reporting", "--invalidate=1",
+		"--percentile_list=50:95:99", "--output-format=json"}
+	if l.Count > 0 {
+		args = append(args, "--number_ios="+strconv.Itoa(max(1, l.Count/qd)))
+	} else {
+		args = append(args, "--time_based", "--runtime="+strconv.FormatInt(max(1, l.Duration.Milliseconds()), 10)+"ms")
+	}
+	if l.Warmup > 0 {
+		args = append(args, "--ramp_time="+strconv.FormatInt(l.Warmup.Milliseconds(), 10)+"ms")
+	}
+	out, err := exec.CommandContext(ctx, fio, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return Stats{}, fmt.Errorf("fio: %v: %s", err, ee.Stderr)
+		}
+		return Stats{}, err
+	}
+	// fio may print notes before the JSON.
+	if i := strings.IndexByte(string(out), '{'); i > 0 {
+		out = out[i:]
+	}
+	var fo fioOutput
+	if err := json.Unmarshal(out, &fo); err != nil {
+		return Stats{}, fmt.Errorf("fio output: %w", err)
+	}
+	if len(fo.Jobs) == 0 {
+		return Stats{}, errors.New("fio output: no jobs")
+	}
+	rd := fo.Jobs[0].Read
+	pct := func(p string) time.Duration { return time.Duration(rd.Clat.Percentile[p]) }
+	return Stats{
+		Count:      rd.TotalIOs,
+		Mean:       time.Duration(rd.Clat.Mean),
+		P50:        pct("50.000000"),
+		P95:        pct("95.000000"),
+		P99:        pct("99.000000"),
+		Throughput: rd.IOPS,
+	}, nil
+}

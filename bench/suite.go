@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Suite is one benchmark: it measures, and adds what it measured to the
+// Runner's Report. Run writes its scratch files under r.WorkDir and
+// removes what it made unless r.Config.Keep is set; the report files
+// (report.md, results.csv, metrics.csv, environment.json, plots) are
+// written by the package after Run returns.
+type Suite interface {
+	// Name is the suite's command-line name: lower case, no spaces.
+	Name() string
+	// Synopsis is one line for "chunkd bench -h".
+	Synopsis() string
+	// Run measures at r.Config's scale.
+	Run(ctx context.Context, r *Runner) error
+}
+
+var (
+	regMu  sync.Mutex
+	suites = map[string]Suite{}
+)
+
+// Register makes a suite available to Run and Lookup under its name. It
+// panics if the name is taken. Suites register from init functions.
+func Register(s Suite) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := suites[s.Name()]; dup {
+		panic("bench: Register called twice for suite " + s.Name())
+	}
+	suites[s.Name()] = s
+}
+
+// Lookup returns the suite registered under name.
+func Lookup(name string) (Suite, bool) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	s, ok := suites[name]
+	return s, ok
+}
+
+// Suites returns every registered suite, sorted by name.
+func Suites() []Suite {
+	regMu.Lock()
+	defer regMu.Unlock()
+	out := make([]Suite, 0, len(suites))
+	for _, s := range suites {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// Scale picks a suite's default sizes, counts and durations.
+type Scale string
+
+const (
+	// Small finishes in a few minutes on 2 cores; CI's smoke run uses it.
+	Small Scale = "small"
+	// Large is for real figures: bigger data sets, more clients, longer runs.
+	Large Scale = "large"
+	// scaleTiny is the package tests' scale: seconds per suite.
+	scaleTiny Scale = "tiny"
+)
+
+// ParseScale parses "small" or "large".
+func ParseScale(s string) (Scale, error) {
+	switch Scale(s) {
+	case Small, Large:
+		return Scale(s), nil
+	}
+	return "", fmt.Errorf("bad scale %q: want small or large", s)
+}
+
+// pick returns the value for scale sc.
+func pick[T any](sc Scale, tiny, small, large T) T {
+	switch sc {
+	case scaleTiny:
+		return tiny
+	case Large:
+		return large
+	}
+	return small
+}
+
+// Config is one invocation of a suite. Zero fields take the scale's
+// defaults; suites ignore the fields that do not concern them.
+type Config struct {
+	Out   string // report directory (required)
+	Scale Scale  // default Small
+	Runs  int    // runs per case; each figure is the median over them (default 3)
+
+	Warmup   time.Duration // per case and run, before measuring
+	Duration time.Duration // measured time per case and run
+	Count    int           // if > 0, a fixed number of operations per case and run instead of Duration
+	Clients  []int         // concurrent clients (or queue depths for disk)
+	Sizes    []int         // chunk sizes (chunks) or block sizes (disk), in bytes
+
+	CacheDir string        // the service's cache dir; disk's test file lives there (default Out/cache)
+	RTT      time.Duration // emulated store round trip (chunks; default 30ms)
+	API      string        // chunks: "http" (default), "grpc" or "both"
+	Fsync    bool          // the service fsyncs downloads
+	Keep     bool          // keep data sets and cache dirs after the run
+
+	FileSize  int64  // disk: size of the test file
+	Fio       bool   // disk: run fio instead of the built-in reader, if it is installed
+	DataBytes int64  // bigdata: table-file bytes in the data set
+	MemBytes  int64  // bigdata: the service's --mem
+	CgroupMem int64  // bigdata: the service's cgroup memory limit (default 2×MemBytes + 64 MiB)
+	NoCgroup  bool   // bigdata: do not try a cgroup memory limit
+	Binary    string // bigdata: the chunkd binary for the service (default: built with go build)
+
+	// CommandLine is recorded in the environment block (default os.Args).
+	CommandLine []string
+	// Log gets progress lines (default io.Discard).
+	Log io.Writer
+}
+
+// Runner is what a suite runs with: its configuration, its report, and a
+// scratch directory.
+type Runner struct {
+	Config  Config
+	Report  *Report
+	WorkDir string // scratch space under Config.Out, removed afterwards unless Config.Keep
+	log     io.Writer
+	logMu   sync.Mutex
+}
+
+// Logf prints a progress line.
+func (r *Runner) Logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	fmt.Fprintf(r.log, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// Run runs the named suite and writes its report to cfg.Out.
+func Run(ctx context.Context, name string, cfg Config) (*Report, error) {
+	s, ok := Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("no suite %q (have: %s)", name, suiteNames())
+	}
+	if cfg.Out == "" {
+		return nil, errors.New("no output directory")
+	}
+	if cfg.Scale == "" {
+		cfg.Scale = Small
+	}
+	if cfg.Runs <= 0 {
+		cfg.Runs = 3
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.CommandLine == nil {
+		cfg.CommandLine = os.Args
+	}
+	out, err := filepath.Abs(cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Out = out
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(cfg.Out, "cache")
+	}
+	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	r := &Runner{
+		Config:  cfg,
+		Report:  newReport(s.Name(), cfg),
+		WorkDir: filepath.Join(cfg.Out, "work-"+s.Name()),
+		log:     cfg.Log,
+	}
+	if err := os.MkdirAll(r.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	r.Report.Env = collectEnvironment(ctx, cfg)
+	r.Logf("%s: scale %s, %d runs, report in %s", s.Name(), cfg.Scale, cfg.Runs, cfg.Out)
+	start := time.Now()
+	runErr := s.Run(ctx, r)
+	r.Report.Env.finish(time.Since(start))
+	if !cfg.Keep {
+		os.RemoveAll(r.WorkDir)
+		if filepath.Dir(cfg.CacheDir) == cfg.Out {
+			os.Remove(cfg.CacheDir) // only if empty: a user's cache dir is left alone
+		}
+	}
+	if runErr != nil {
+		r.Report.Notef("The run failed: %v. The figures above are the cases that finished.", runErr)
+	}
+	if err := r.Report.write(cfg.Out); err != nil {
+		return r.Report, errors.Join(runErr, err)
+	}
+	r.Logf("%s: wrote %s", s.Name(), filepath.Join(cfg.Out, "report.md"))
+	return r.Report, runErr
+}
+
+func suiteNames() string {
+	var s string
+	for i, x := range Suites() {
+		if i > 0 {
+			s += ", "
+		}
+		s += x.Name()
+	}
+	return s
+}

@@ -1,0 +1,339 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/api/chunkpb"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// reply is the service's answer for one address, not yet checked.
+type reply struct {
+	data  []byte
+	tier  api.Tier
+	found bool
+}
+
+// service is a cache service connection, over HTTP or gRPC. A database
+// the service does not know is answered as "not found" for every chunk.
+type service interface {
+	// get asks for one chunk.
+	get(ctx context.Context, a addr.Addr) (reply, error)
+	// getMany asks for at most api.MaxBatch chunks in one request and
+	// calls fn at most once per position j of as, from one goroutine.
+	// On an error, positions fn was not called for were not answered.
+	getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error
+	close() error
+	// String is the service's address, for messages.
+	String() string
+}
+
+// serviceError is a failed service request. conn marks a failure to
+// reach the service at all, which makes the client back off from it.
+type serviceError struct {
+	conn bool
+	err  error
+}
+
+func (e *serviceError) Error() string { return e.err.Error() }
+func (e *serviceError) Unwrap() error { return e.err }
+
+// newService connects to the service at rawURL (no I/O yet: connections
+// are made on first use).
+func newService(rawURL, db string, concurrency int) (service, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("client: service address %q: want http://host:port or grpc://host:port", rawURL)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		return newHTTPService(u, db, concurrency), nil
+	case "grpc":
+		return newGRPCService(u.Host, db)
+	}
+	return nil, fmt.Errorf("client: service address %q: unknown scheme %q (want http, https or grpc)", rawURL, u.Scheme)
+}
+
+// httpService talks to the service's HTTP API.
+type httpService struct {
+	base string // scheme://host[/path], no trailing slash
+	db   string
+	hc   *http.Client
+	tr   *http.Transport
+}
+
+func newHTTPService(u *url.URL, db string, concurrency int) *httpService {
+	tr := &http.Transport{
+		// A cache service is near the client; a proxy only adds latency.
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   2 * time.Second, // hedging covers the wait; this only ends hopeless dials
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		// Keep enough idle connections for every concurrent reader (SQLite
+		// connections, batch parts): the default of 2 per host would close
+		// and redial connections under any parallel load.
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: max(64, 4*concurrency),
+		IdleConnTimeout:     90 * time.Second,
+		// Chunks are mostly compressed data already.
+		DisableCompression: true,
+	}
+	return &httpService{
+		base: strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"),
+		db:   db,
+		tr:   tr,
+		hc:   &http.Client{Transport: tr},
+	}
+}
+
+func (h *httpService) String() string { return h.base }
+
+func (h *httpService) close() error {
+	h.tr.CloseIdleConnections()
+	return nil
+}
+
+// drain reads a little of what is left of a body, so that the connection
+// can be reused, and closes it.
+func drain(body io.ReadCloser) {
+	io.Copy(io.Discard, io.LimitReader(body, 64<<10)) //nolint:errcheck // best effort
+	body.Close()
+}
+
+func (h *httpService) get(ctx context.Context, a addr.Addr) (reply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.base+api.ChunkPath(h.db, a), nil)
+	if err != nil {
+		return reply{}, &serviceError{err: err}
+	}
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		return reply{}, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
+	}
+	defer drain(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound: // no such chunk, or no such database
+		return reply{}, nil
+	default:
+		return reply{}, statusError(h.base, resp)
+	}
+	if resp.ContentLength > api.MaxFrameLen {
+		return reply{}, &serviceError{err: fmt.Errorf("cache service %s: chunk %s of %d bytes is above the limit of %d", h.base, a, resp.ContentLength, api.MaxFrameLen)}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxFrameLen+1))
+	if err != nil {
+		return reply{}, &serviceError{err: fmt.Errorf("cache service %s: read chunk %s: %w", h.base, a, err)}
+	}
+	if len(data) > api.MaxFrameLen {
+		return reply{}, &serviceError{err: fmt.Errorf("cache service %s: chunk %s is above the limit of %d bytes", h.base, a, api.MaxFrameLen)}
+	}
+	tier, _ := api.ParseTier(resp.Header.Get(api.HeaderTier)) // unknown: TierUnspecified
+	return reply{data: data, tier: tier, found: true}, nil
+}
+
+// statusError describes an HTTP answer other than 200 and 404. A 503 (the
+// service is shutting down, or its store is unreachable) is treated like a
+// connection failure: the client backs off.
+func statusError(base string, resp *http.Response) error {
+	e := api.ReadError(resp)
+	return &serviceError{conn: resp.StatusCode == http.StatusServiceUnavailable, err: fmt.Errorf("cache service %s: %w", base, e)}
+}
+
+func (h *httpService) getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+api.ChunksPath(h.db), bytes.NewReader(api.EncodeAddresses(as)))
+	if err != nil {
+		return &serviceError{err: err}
+	}
+	req.Header.Set("Content-Type", api.ContentTypeBinary)
+	// A batch read is safe to send again: this lets net/http retry it on a
+	// fresh connection when a kept-alive one turns out to be closed,
+	// rather than fail it (and make the client back off).
+	req.Header["Idempotency-Key"] = nil
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		return &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
+	}
+	defer drain(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound: // no such database
+		for j := range as {
+			fn(j, reply{})
+		}
+		return nil
+	default:
+		return statusError(h.base, resp)
+	}
+	fr := api.NewFrameReader(resp.Body)
+	seen := make([]bool, len(as))
+	got := 0
+	for {
+		f, err := fr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return &serviceError{err: fmt.Errorf("cache service %s: batch cut short after %d of %d chunks: %w", h.base, got, len(as), err)}
+		}
+		if int(f.Index) >= len(as) || seen[f.Index] {
+			return &serviceError{err: fmt.Errorf("cache service %s: batch of %d answered index %d twice or out of range", h.base, len(as), f.Index)}
+		}
+		seen[f.Index] = true
+		got++
+		fn(int(f.Index), reply{data: f.Data, tier: f.Tier, found: f.Found})
+	}
+	if got < len(as) {
+		return &serviceError{err: fmt.Errorf("cache service %s: batch ended after %d of %d chunks", h.base, got, len(as))}
+	}
+	return nil
+}
+
+// grpcService talks to the service's gRPC API.
+type grpcService struct {
+	target string
+	db     string
+	conn   *grpc.ClientConn
+	cc     chunkpb.ChunkCacheClient
+}
+
+func newGRPCService(hostport, db string) (*grpcService, error) {
+	bo := grpcbackoff.DefaultConfig
+	bo.MaxDelay = maxBackoff
+	conn, err := grpc.NewClient("passthrough:///"+hostport,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(api.MaxFrameLen+1<<20)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("client: service grpc://%s: %w", hostport, err)
+	}
+	return &grpcService{target: "grpc://" + hostport, db: db, conn: conn, cc: chunkpb.NewChunkCacheClient(conn)}, nil
+}
+
+func (g *grpcService) String() string { return g.target }
+
+func (g *grpcService) close() error { return g.conn.Close() }
+
+// grpcError classifies a failed call: Unavailable is a connection failure.
+func (g *grpcService) grpcError(err error) error {
+	return &serviceError{conn: status.Code(err) == codes.Unavailable, err: fmt.Errorf("cache service %s: %w", g.target, err)}
+}
+
+func (g *grpcService) get(ctx context.Context, a addr.Addr) (reply, error) {
+	resp, err := g.cc.GetChunk(ctx, &chunkpb.GetChunkRequest{Db: g.db, Address: a[:]})
+	if status.Code(err) == codes.NotFound { // no such database
+		return reply{}, nil
+	}
+	if err != nil {
+		return reply{}, g.grpcError(err)
+	}
+	if !resp.GetFound() {
+		return reply{}, nil
+	}
+	return reply{data: resp.GetContents(), tier: api.TierFromProto(resp.GetTier()), found: true}, nil
+}
+
+func (g *grpcService) getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error {
+	raw := make([][]byte, len(as))
+	for j := range as {
+		raw[j] = as[j][:]
+	}
+	stream, err := g.cc.GetChunks(ctx, &chunkpb.GetChunksRequest{Db: g.db, Addresses: raw})
+	if err != nil {
+		return g.grpcError(err)
+	}
+	seen := make([]bool, len(as))
+	got := 0
+	for {
+		r, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if status.Code(err) == codes.NotFound && got == 0 { // no such database
+			for j := range as {
+				fn(j, reply{})
+			}
+			return nil
+		}
+		if err != nil {
+			return g.grpcError(fmt.Errorf("batch cut short after %d of %d chunks: %w", got, len(as), err))
+		}
+		j := int(r.GetIndex())
+		if j >= len(as) || seen[j] {
+			return &serviceError{err: fmt.Errorf("cache service %s: batch of %d answered index %d twice or out of range", g.target, len(as), j)}
+		}
+		if echo := r.GetAddress(); len(echo) != 0 && !bytes.Equal(echo, as[j][:]) {
+			return &serviceError{err: fmt.Errorf("cache service %s: reply for index %d echoes address %x, not %s", g.target, j, echo, as[j])}
+		}
+		seen[j] = true
+		got++
+		fn(j, reply{data: r.GetContents(), tier: api.TierFromProto(r.GetTier()), found: r.GetFound()})
+	}
+	if got < len(as) {
+		return &serviceError{err: fmt.Errorf("cache service %s: batch ended after %d of %d chunks", g.target, got, len(as))}
+	}
+	return nil
+}
+
+// backoff keeps the client away from a service it could not reach: for
+// min after the first failure, doubling with each failure after a retry,
+// up to max; a success resets it.
+type backoff struct {
+	min, max time.Duration
+	until    atomic.Int64 // unix nanoseconds; 0 when not backing off
+	mu       sync.Mutex   // serializes fail
+	delay    time.Duration
+}
+
+// allow reports whether the service may be asked now.
+func (b *backoff) allow() bool {
+	u := b.until.Load()
+	return u == 0 || time.Now().UnixNano() >= u
+}
+
+// fail records a connection failure. It returns the delay and whether a
+// backoff started (false when one was already running: requests that were
+// in flight together fail together, and count once).
+func (b *backoff) fail() (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now().UnixNano()
+	if u := b.until.Load(); u != 0 && now < u {
+		return b.delay, false
+	}
+	if b.delay == 0 {
+		b.delay = b.min
+	} else {
+		b.delay = min(2*b.delay, b.max)
+	}
+	b.until.Store(now + int64(b.delay))
+	return b.delay, true
+}
+
+// succeed records a request the service answered.
+func (b *backoff) succeed() {
+	if b.until.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.delay = 0
+	b.until.Store(0)
+	b.mu.Unlock()
+}

@@ -1,0 +1,349 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/manifest"
+	"github.com/chunkd/chunkd/tablefile"
+)
+
+// storeTier reads chunks straight from the database's table files.
+type storeTier struct {
+	c   *Client
+	mdb *manifest.DB
+
+	mu      sync.Mutex
+	cur     *snapshot     // nil until the first load succeeds
+	loading chan struct{} // closed when the running load ends; nil if none runs
+	loadErr error         // the last load's error
+
+	refreshMu sync.Mutex // one Refresh at a time
+}
+
+// snapshot is one version of the database: its root and its table files,
+// appendix files first (they hold everything, in a good order).
+type snapshot struct {
+	root   addr.Addr
+	tables []*table
+	byName map[string]*table
+}
+
+// table is one open table file.
+type table struct {
+	name     string
+	key      string
+	appendix bool
+	t        *tablefile.Table
+}
+
+// current returns the loaded database, loading it (or waiting for the
+// load in progress) first if need be. A failed load is retried by the
+// next caller.
+func (s *storeTier) current(ctx context.Context) (*snapshot, error) {
+	s.mu.Lock()
+	if cur := s.cur; cur != nil {
+		s.mu.Unlock()
+		return cur, nil
+	}
+	done := s.startLoadLocked()
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		return s.cur, nil
+	}
+	return nil, s.loadErr
+}
+
+// startLoad starts loading the database in the background.
+func (s *storeTier) startLoad() {
+	s.mu.Lock()
+	s.startLoadLocked()
+	s.mu.Unlock()
+}
+
+// startLoadLocked starts a load unless one is running or done, and
+// returns the channel closed when the load ends. s.mu is held.
+func (s *storeTier) startLoadLocked() chan struct{} {
+	if s.cur != nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	if s.loading != nil {
+		return s.loading
+	}
+	done := make(chan struct{})
+	s.loading = done
+	go func() {
+		// The client's context, not a caller's: a reader that gives up
+		// waiting must not fail the load for everyone else.
+		snap, err := s.load(s.c.ctx, nil)
+		s.mu.Lock()
+		if err == nil && s.cur == nil {
+			s.cur = snap
+		}
+		s.loadErr = err
+		s.loading = nil
+		s.mu.Unlock()
+		close(done)
+	}()
+	return done
+}
+
+// refresh loads the manifest again, keeping the tables already open.
+func (s *storeTier) refresh(ctx context.Context) error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	prev, err := s.current(ctx)
+	if err != nil {
+		return err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.c.ctx, cancel)()
+	snap, err := s.load(lctx, prev)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cur = snap
+	s.mu.Unlock()
+	return nil
+}
+
+// load reads the manifest and opens the index of every table file it
+// names that prev does not hold, several at once.
+func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error) {
+	c := s.c
+	m, _, err := s.mdb.Load(ctx)
+	c.ctr.manifestLoads.Add(1)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	appendix := make(map[string]bool, len(m.Appendix))
+	for _, name := range m.Appendix {
+		appendix[name] = true
+	}
+	tables := make([]*table, len(m.Specs))
+	errs := make([]error, len(m.Specs))
+	var toOpen []int
+	for i, spec := range m.Specs {
+		switch {
+		case manifest.IsJournal(spec.Name):
+			// A local Dolt database's chunk journal is no table file;
+			// its chunks are out of reach (push to a remote, or gc, first).
+			c.log.Warn("database lists a chunk journal, which the client cannot read; its chunks will be missing", "db", s.mdb.String())
+		case prev != nil && prev.byName[spec.Name] != nil:
+			t := *prev.byName[spec.Name]
+			t.appendix = appendix[spec.Name]
+			tables[i] = &t
+		default:
+			toOpen = append(toOpen, i)
+		}
+	}
+	if len(toOpen) > 0 {
+		runLimited(len(toOpen), c.opts.Concurrency, func(j int) {
+			i := toOpen[j]
+			tables[i], errs[i] = s.open(ctx, m.Specs[i].Name, appendix[m.Specs[i].Name])
+		})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	snap := &snapshot{root: m.Root, byName: make(map[string]*table, len(tables))}
+	for _, t := range tables {
+		if t != nil {
+			snap.tables = append(snap.tables, t)
+			snap.byName[t.name] = t
+		}
+	}
+	sort.SliceStable(snap.tables, func(i, j int) bool { return snap.tables[i].appendix && !snap.tables[j].appendix })
+	return snap, nil
+}
+
+// open finds a table file's object and reads its index.
+func (s *storeTier) open(ctx context.Context, name string, appendix bool) (*table, error) {
+	key, size, err := s.mdb.ResolveTable(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	// Index and dictionary reads go through metaReader, bound to the
+	// client's lifetime rather than to the context of whichever read
+	// happens to need a dictionary first.
+	tf, err := tablefile.Open(&metaReader{c: s.c, key: key}, size, &tablefile.Options{Tail: s.c.opts.IndexTail})
+	if err != nil {
+		return nil, fmt.Errorf("client: database %s: open table file %s: %w", s.mdb, key, err)
+	}
+	s.c.ctr.tablesOpened.Add(1)
+	return &table{name: name, key: key, appendix: appendix, t: tf}, nil
+}
+
+// metaReader reads a table file's index and archive dictionaries.
+type metaReader struct {
+	c   *Client
+	key string
+}
+
+func (r *metaReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.c.opts.Store.ReadAt(r.c.ctx, r.key, p, off)
+	r.c.ctr.metaReads.Add(1)
+	r.c.ctr.storeReadBytes.Add(int64(n))
+	if err != nil && n < len(p) && errors.Is(err, io.ErrUnexpectedEOF) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// errNotInStore is the store's answer for a chunk in no table file.
+var errNotInStore = fmt.Errorf("%w in any table file", ErrNotFound)
+
+// read reads chunk a from the first table file that holds it and gives
+// correct bytes, skipping table skip (one that already failed).
+func (s *storeTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip *table) ([]byte, error) {
+	var first error
+	for _, t := range snap.tables {
+		if t == skip || !t.t.MayContain(a) {
+			continue
+		}
+		e, ok := t.t.Lookup(a)
+		if !ok {
+			continue
+		}
+		stored := make([]byte, e.Length)
+		n, err := s.c.opts.Store.ReadAt(ctx, t.key, stored, int64(e.Offset))
+		s.c.ctr.storeRequests.Add(1)
+		s.c.ctr.storeReadBytes.Add(int64(n))
+		var data []byte
+		if err != nil {
+			err = &ChunkError{Addr: a, Tier: TierStore, From: t.key, Err: err}
+		} else {
+			data, err = s.decode(t, e, stored)
+		}
+		if err == nil {
+			return data, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return nil, first
+	}
+	return nil, errNotInStore
+}
+
+// decode turns a record into its chunk and checks it against its address.
+func (s *storeTier) decode(t *table, e tablefile.Entry, stored []byte) ([]byte, error) {
+	data, err := t.t.Decode(e, stored)
+	if err != nil {
+		if errors.Is(err, tablefile.ErrCorrupt) {
+			s.c.ctr.storeBad.Add(1)
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err}
+	}
+	if got := addr.Of(data); got != e.Addr {
+		s.c.ctr.storeBad.Add(1)
+		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: corruptHash(got)}
+	}
+	return data, nil
+}
+
+// corruptHash is the error for bytes that hash to got instead.
+func corruptHash(got addr.Addr) error {
+	return fmt.Errorf("%w: its bytes hash to %s", ErrCorrupt, got)
+}
+
+// readMany reads distinct addresses as, grouped per table file with
+// nearby records merged into single reads, Concurrency reads at once. It
+// calls fn exactly once per position, maybe from several goroutines at
+// once. A chunk that fails in one file (bad bytes, failed read) is tried
+// in the other files that hold it.
+func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr, fn func(j int, data []byte, err error)) {
+	pos := make(map[addr.Addr]int, len(as))
+	perTable := make(map[*table][]tablefile.Entry)
+	var order []*table
+	for j, a := range as {
+		t, e, ok := snap.find(a)
+		if !ok {
+			fn(j, nil, errNotInStore)
+			continue
+		}
+		pos[a] = j
+		if perTable[t] == nil {
+			order = append(order, t)
+		}
+		perTable[t] = append(perTable[t], e)
+	}
+	type job struct {
+		t *table
+		r tablefile.Range
+	}
+	var jobs []job
+	for _, t := range order {
+		for _, r := range tablefile.MergeRanges(perTable[t], s.c.opts.Gap, s.c.opts.MaxRead) {
+			jobs = append(jobs, job{t, r})
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	runLimited(len(jobs), s.c.opts.Concurrency, func(i int) {
+		t, r := jobs[i].t, jobs[i].r
+		retry := func(e tablefile.Entry, err error) {
+			if ctx.Err() == nil {
+				if data, err2 := s.read(ctx, snap, e.Addr, t); err2 == nil {
+					fn(pos[e.Addr], data, nil)
+					return
+				}
+			}
+			fn(pos[e.Addr], nil, err) // the first failure names the first file tried
+		}
+		buf := make([]byte, r.Length)
+		n, err := s.c.opts.Store.ReadAt(ctx, t.key, buf, int64(r.Offset))
+		s.c.ctr.storeRequests.Add(1)
+		s.c.ctr.storeReadBytes.Add(int64(n))
+		if err != nil {
+			for _, e := range r.Entries {
+				retry(e, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err})
+			}
+			return
+		}
+		for _, e := range r.Entries {
+			data, err := s.decode(t, e, buf[e.Offset-r.Offset:e.End()-r.Offset])
+			if err != nil {
+				retry(e, err)
+				continue
+			}
+			fn(pos[e.Addr], data, nil)
+		}
+	})
+}
+
+// find returns the first table file that holds a (appendix files first).
+func (snap *snapshot) find(a addr.Addr) (*table, tablefile.Entry, bool) {
+	for _, t := range snap.tables {
+		if !t.t.MayContain(a) {
+			continue
+		}
+		if e, ok := t.t.Lookup(a); ok {
+			return t, e, true
+		}
+	}
+	return nil, tablefile.Entry{}, false
+}
