@@ -284,7 +284,7 @@ func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
 			}
 		}
 	}
-	rep.Samples(cs, "uniform", lat1)
+	rep.Samples(cs, "uniform", clients[0], lat1)
 	for _, p := range []string{"memory", "uniform"} {
 		for _, c := range clients {
 			var st []Stats

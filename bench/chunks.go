@@ -90,7 +90,7 @@ func (chunksSuite) Run(ctx context.Context, r *Runner) error {
 	rep.Env.Set("fsync", "%v (the service fsyncs downloaded files before serving them; reads never fsync)", onOff(cfg.Fsync))
 	rep.Env.Set("timing", "per case and run: warm-up %s, then %s; runs interleave paths and client counts, so drift hits all paths alike", load.Warmup, describeLoad(load))
 	rep.Env.Set("chunk sizes", "%s (random half, zeros half: about 2:1 under snappy)", sizeList(sizes))
-	rep.Env.Set("clients", "%v", clients)
+	rep.Env.Set("clients", "%s", intList(clients))
 
 	var failed []string
 	for _, size := range sizes {
@@ -492,7 +492,7 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 				}
 				stats[k] = append(stats[k], st)
 				if c == clients[0] {
-					rep.Samples(cs, p.name, s.Lat)
+					rep.Samples(cs, p.name, c, s.Lat)
 				}
 				r.Logf("chunks %s: run %d/%d %-13s %2d clients: p50 %s µs, p99 %s µs, %s ops/s", cs, run, cfg.Runs, p.name, c,
 					fmtUS(us(st.P50)), fmtUS(us(st.P99)), fmtRate(st.Throughput))

@@ -133,7 +133,7 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 					k := key{bs, qd, mode}
 					runs[k] = append(runs[k], st)
 					if fio == "" && qd == qds[0] {
-						rep.Samples(diskCase(bs), mode, s.Lat)
+						rep.Samples(diskCase(bs), mode, qd, s.Lat)
 					}
 					r.Logf("disk: run %d/%d %s %s qd %d: p50 %s µs, p99 %s µs, %s IOPS", run, cfg.Runs, diskCase(bs), mode, qd,
 						fmtUS(us(st.P50)), fmtUS(us(st.P99)), fmtRate(st.Throughput))
@@ -186,6 +186,14 @@ func sizeList(sizes []int) string {
 	parts := make([]string, len(sizes))
 	for i, s := range sizes {
 		parts[i] = sizeName(s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func intList(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -107,7 +107,9 @@ func (r *Report) vsThreads(cs string, latency bool) *plot.Plot {
 	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Left = true
-	p.Y.Max *= 4 // room for the legend above the lines (log axis)
+	if p.Y.Min > 0 && p.Y.Max > p.Y.Min { // room for the legend above the lines (log axis)
+		p.Y.Max *= math.Pow(p.Y.Max/p.Y.Min, 0.12*float64(len(r.paths(cs))))
+	}
 	return p
 }
 
@@ -156,7 +158,7 @@ func (r *Report) histogram(cs, file string) (bool, error) {
 		h := &plotter.Histogram{Bins: bins, FillColor: plotutil.Color(i), LineStyle: draw.LineStyle{Color: color.Gray{Y: 60}, Width: vg.Points(0.5)}}
 		p := plot.New()
 		ss := sorted(s)
-		p.Title.Text = fmt.Sprintf("%s %s: %s (%d ops; p50 %s µs, p99 %s µs)", r.Suite, cs, k.path, len(s),
+		p.Title.Text = fmt.Sprintf("%s %s: %s, %d %s (%d ops; p50 %s µs, p99 %s µs)", r.Suite, cs, k.path, k.threads, r.ThreadsLabel, len(s),
 			fmtUS(float64(Percentile(ss, 50))/1e3), fmtUS(float64(Percentile(ss, 99))/1e3))
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}

@@ -79,7 +79,10 @@ type Report struct {
 	plots   map[string][]string // by case: files written, relative to the out dir
 }
 
-type sampleKey struct{ cs, path string }
+type sampleKey struct {
+	cs, path string
+	threads  int
+}
 
 // maxSamples caps the latencies kept per case and path for histograms.
 const maxSamples = 200_000
@@ -112,9 +115,10 @@ func (r *Report) Notef(format string, args ...any) {
 	r.Notes = append(r.Notes, n)
 }
 
-// Samples pools latencies of a case and path for its histogram.
-func (r *Report) Samples(cs, path string, lat []time.Duration) {
-	k := sampleKey{cs, path}
+// Samples pools latencies of a case and path at one thread count (keep
+// one per case and path) for its histogram.
+func (r *Report) Samples(cs, path string, threads int, lat []time.Duration) {
+	k := sampleKey{cs, path, threads}
 	if _, ok := r.samples[k]; !ok {
 		r.sorder = append(r.sorder, k)
 	}
