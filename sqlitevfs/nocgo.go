@@ -1,0 +1,13 @@
+//go:build !cgo
+
+package sqlitevfs
+
+import "errors"
+
+// Without cgo there is no SQLite to register with: the package compiles,
+// and Register reports why it cannot work.
+func registerVFS() error {
+	return errors.New("sqlitevfs: needs cgo (build with CGO_ENABLED=1 and a C compiler)")
+}
+
+func tempOpens() int64 { return 0 }
