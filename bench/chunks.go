@@ -213,7 +213,7 @@ func (s stalledDownloads) Open(ctx context.Context, key string) (io.ReadCloser, 
 }
 
 // chunkClient gets chunks over HTTP into per-worker buffers, checking
-// their length and (when want is set) the tier that served them.
+// their length; callers check the tier header it returns.
 type chunkClient struct {
 	hc   *http.Client
 	bufs [][]byte

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -64,7 +65,7 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 		`Random reads of %s blocks at block-aligned offsets of a %s test file of random bytes in the cache dir's file system, `+
 		`by 1 thread (queue depth 1) and by 16 threads each with one read in flight (queue depth 16), as fio's randread with the psync engine and numjobs does. `+
 		"`direct` opens the file with O_DIRECT (aligned buffers), so every read goes to the device; `buffered` reads through the page cache, "+
-		"which is dropped for the file (posix_fadvise DONTNEED) before every buffered run, as fio's invalidate=1 does, so it starts cold and warms as it goes. "+
+		"which is dropped for the file (posix_fadvise DONTNEED) before every buffered run, as fio's invalidate=1 does, and told the reads are random (POSIX_FADV_RANDOM: no readahead), as fio's fadvise_hint does: it starts cold and warms as the run reads the file. "+
 		"Latency is completion latency (clat) of one pread; throughput is IOPS.",
 		sizeList(sizes), humanize.IBytes(uint64(fileSize)))
 
@@ -93,6 +94,10 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 	} else {
 		rep.Env.Set("O_DIRECT", "supported (buffers aligned to %d bytes)", directAlign)
 	}
+	switch rep.Env.CacheFS {
+	case "tmpfs", "ramfs", "overlay", "shm":
+		rep.Notef("The cache dir is on %s: its reads, O_DIRECT or not, may never reach a device, so these are not disk figures. Point --cache-dir at the disk the service will use.", rep.Env.CacheFS)
+	}
 
 	engine := "built-in: Go pread (os.File.ReadAt), one goroutine per queue slot"
 	fio := ""
@@ -114,17 +119,19 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 		mode   string
 	}
 	runs := map[key][]Stats{}
+	colds := map[key][]float64{} // buffered: % of reads that were a block's first in the run
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, bs := range sizes {
 			for _, qd := range qds {
 				for _, mode := range modes {
 					var st Stats
 					var s Sample
+					var cold float64
 					var err error
 					if fio != "" {
 						st, err = runFio(ctx, fio, name, fileSize, bs, qd, mode == "direct", load)
 					} else {
-						s, err = readRandom(ctx, name, fileSize, bs, qd, mode == "direct", load)
+						s, cold, err = readRandom(ctx, name, fileSize, bs, qd, mode == "direct", load)
 						st = s.Stats()
 					}
 					if err != nil {
@@ -132,6 +139,9 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 					}
 					k := key{bs, qd, mode}
 					runs[k] = append(runs[k], st)
+					if fio == "" && mode == "buffered" {
+						colds[k] = append(colds[k], cold*100)
+					}
 					if fio == "" && qd == qds[0] {
 						rep.Samples(diskCase(bs), mode, qd, s.Lat)
 					}
@@ -151,6 +161,21 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 				rep.Add(Summarize("disk", diskCase(bs), path, qd, runs[key{bs, qd, mode}]))
 			}
 		}
+	}
+	if len(colds) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "The page cache was dropped for the file before each buffered run and readahead is off, so a buffered read went to the device only if it was the first read of its block in the run (warm-up included). "+
+			"Share of the measured buffered reads that were such first reads (median over runs); the rest were page-cache hits. A large share of hits means the run read the whole file into memory: use --file-size larger than what the run reads, or read the direct rows.\n\n")
+		fmt.Fprintf(&b, "| block | queue depth | cold reads |\n|---|--:|--:|\n")
+		for _, bs := range sizes {
+			for _, qd := range qds {
+				if c := colds[key{bs, qd, "buffered"}]; len(c) > 0 {
+					fmt.Fprintf(&b, "| %s | %d | %.1f%% |\n", sizeName(bs), qd, median(c))
+					rep.Metric(diskCase(bs), "buffered", qd, "cold_read_pct", median(c))
+				}
+			}
+		}
+		rep.Section("Buffered reads: how many reached the device", b.String())
 	}
 	if fio == "" {
 		rep.Notef("Go's pread on a regular file blocks an OS thread; queue depth 16 is 16 goroutines, each on its own thread while it waits, as fio's numjobs=16 with psync is 16 processes.")
@@ -263,30 +288,44 @@ func probeDirect(name string) error {
 	return err
 }
 
-// readRandom runs the built-in random reader.
-func readRandom(ctx context.Context, name string, size int64, bs, qd int, direct bool, l Load) (Sample, error) {
+// readRandom runs the built-in random reader. It also returns the share
+// of the measured reads that were the first read of their block in the
+// run: for buffered reads (page cache dropped, no readahead) those are the
+// ones that went to the device.
+func readRandom(ctx context.Context, name string, size int64, bs, qd int, direct bool, l Load) (Sample, float64, error) {
 	var f *os.File
 	var err error
 	if direct {
 		f, err = openDirect(name)
 	} else {
 		if err := dropCache(name); err != nil {
-			return Sample{}, fmt.Errorf("drop the file's pages from the page cache: %w", err)
+			return Sample{}, 0, fmt.Errorf("drop the file's pages from the page cache: %w", err)
 		}
-		f, err = os.Open(name)
+		if f, err = os.Open(name); err == nil {
+			err = adviseRandom(f)
+		}
 	}
 	if err != nil {
-		return Sample{}, err
+		return Sample{}, 0, err
 	}
 	defer f.Close()
 	blocks := size / int64(bs)
+	seen := make([]atomic.Uint64, (blocks+63)/64)
+	var measuring atomic.Bool
+	var firsts atomic.Int64
+	l.Mark = func() { measuring.Store(true) }
 	bufs := make([][]byte, qd)
 	for i := range bufs {
 		bufs[i] = alignedBuf(bs)
 	}
 	l.Clients = qd
-	return Drive(ctx, l, func(ctx context.Context, w int, rng *rand.Rand) error {
-		off := rng.Int64N(blocks) * int64(bs)
+	s, err := Drive(ctx, l, func(ctx context.Context, w int, rng *rand.Rand) error {
+		b := rng.Int64N(blocks)
+		bit := uint64(1) << (b % 64)
+		if seen[b/64].Or(bit)&bit == 0 && measuring.Load() {
+			firsts.Add(1)
+		}
+		off := b * int64(bs)
 		n, err := f.ReadAt(bufs[w], off)
 		if err != nil {
 			return err
@@ -296,6 +335,10 @@ func readRandom(ctx context.Context, name string, size int64, bs, qd int, direct
 		}
 		return nil
 	})
+	if err != nil || len(s.Lat) == 0 {
+		return s, 0, err
+	}
+	return s, float64(firsts.Load()) / float64(len(s.Lat)), nil
 }
 
 // fioOutput is the part of fio's JSON output used here.

@@ -23,6 +23,7 @@ type child struct {
 	cmd  *exec.Cmd
 	pid  string
 	url  string // http://127.0.0.1:PORT
+	grpc string // 127.0.0.1:PORT, or "-" when off
 	done chan struct{}
 	err  error // from Wait, once done is closed
 
@@ -30,7 +31,7 @@ type child struct {
 	logs []string // the last lines of its stderr
 }
 
-var listeningLine = regexp.MustCompile(`msg=listening http=(\S+)`)
+var listeningLine = regexp.MustCompile(`msg=listening http=(\S+) grpc=(\S+)`)
 
 // startChild runs binary with args (a serve command listening on
 // 127.0.0.1:0) and waits until it says where it listens. cg, if not nil,
@@ -52,7 +53,7 @@ func startChild(ctx context.Context, binary string, args, env []string, cg *cgro
 		return nil, err
 	}
 	c := &child{cmd: cmd, pid: strconv.Itoa(cmd.Process.Pid), done: make(chan struct{})}
-	found := make(chan string, 1)
+	found := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -66,7 +67,7 @@ func startChild(ctx context.Context, binary string, args, env []string, cg *cgro
 			c.mu.Unlock()
 			if m := listeningLine.FindStringSubmatch(line); m != nil {
 				select {
-				case found <- m[1]:
+				case found <- m:
 				default:
 				}
 			}
@@ -75,8 +76,8 @@ func startChild(ctx context.Context, binary string, args, env []string, cg *cgro
 		close(c.done)
 	}()
 	select {
-	case addr := <-found:
-		c.url = "http://" + addr
+	case m := <-found:
+		c.url, c.grpc = "http://"+m[1], m[2]
 		return c, nil
 	case <-c.done:
 		return nil, fmt.Errorf("chunkd serve exited at start (%v):\n%s", c.err, c.tail(20))

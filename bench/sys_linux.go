@@ -75,3 +75,17 @@ func intoCgroup(cmd *exec.Cmd, fd int) {
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = fd
 }
+
+// adviseRandom tells the kernel reads of f will be random (no readahead),
+// as fio does for random workloads (fadvise_hint).
+func adviseRandom(f *os.File) error {
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+}
+
+// deviceOf returns the device number of a file's file system.
+func deviceOf(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev)
+	}
+	return 0
+}

@@ -1,118 +1,202 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"math/rand"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/gen"
+	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
-	"github.com/chunkd/chunkd/tablefile"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // demoCommand is the README's first command: on embedded defaults (a
-// local-folder store, nothing to install) it writes a table file to the
-// store and reads chunks back through it.
+// local-folder store, nothing to install) it reproduces the seed article's
+// measurement. It generates a sentences data set, publishes it to a
+// folder store with an emulated round trip, starts the cache service, and
+// runs the seed's join on the local file, from the store directly, and
+// through the service, printing the times side by side.
 type demoCommand struct {
 	stdout, stderr io.Writer
 }
 
 func (*demoCommand) Name() string { return "demo" }
 func (*demoCommand) Synopsis() string {
-	return "write a table file to a store and read chunks back through it"
+	return "the seed's SQL join: local file vs object store vs cache service, side by side"
 }
 
 func (c *demoCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlags("demo", "demo [--store URL] [--chunks N] [--chunk-size BYTES]", c.stderr)
-	storeURL := fs.String("store", "", "object store URL (default: a new folder under the system temp dir)")
-	n := fs.Int("chunks", 10000, "chunks to write")
-	size := fs.Int("chunk-size", 4096, "bytes per chunk")
+	fs := newFlags("demo", "demo [--dir DIR] [--sentences N] [--translations M] [--rtt 30ms]", c.stderr)
+	dir := fs.String("dir", "", "working directory for the data set, store and cache (default: a new temp dir, removed after)")
+	sentences := fs.Int("sentences", 200_000, "rows in sentences (1,250,000 makes ~200 MB)")
+	translations := fs.Int("translations", 400_000, "rows in translations")
+	rtt := fs.Duration("rtt", 30*time.Millisecond, "emulated object-store round trip (S3's first-byte latency is ~30 ms)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *n < 1 || *size < 1 {
-		return usagef("--chunks and --chunk-size must be positive")
+	if *sentences < 1 || *translations < 1 || *rtt < 0 {
+		return usagef("--sentences and --translations must be positive, --rtt not negative")
 	}
-	if *storeURL == "" {
-		dir, err := os.MkdirTemp("", "chunkd-demo-")
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "chunkd-demo-")
 		if err != nil {
 			return err
 		}
-		*storeURL = filepath.Join(dir, "store")
+		defer os.RemoveAll(d)
+		*dir = d
 	}
-	s, err := store.Open(ctx, *storeURL)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
+	out := c.stdout
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 
-	// Write: n chunks, half random and half zeros so snappy has work.
-	start := time.Now()
-	var buf bytes.Buffer
-	w := tablefile.NewWriter(&buf)
-	rng := rand.New(rand.NewSource(1))
-	addrs := make([]addr.Addr, 0, *n)
-	for i := 0; i < *n; i++ {
-		c := make([]byte, *size)
-		rng.Read(c[:*size/2])
-		a, err := w.Add(c)
-		if err != nil {
-			return err
+	// 1. The data set.
+	file := filepath.Join(*dir, fmt.Sprintf("sentences-%d-%d.sqlite", *sentences, *translations))
+	if _, err := os.Stat(file); err != nil {
+		start := time.Now()
+		if err := gen.Sentences(file, gen.SentencesOptions{Sentences: *sentences, Translations: *translations, Seed: 1}); err != nil {
+			return fmt.Errorf("generate: %w", err)
 		}
-		addrs = append(addrs, a)
+		say("generated %s in %v", file, time.Since(start).Round(time.Millisecond))
 	}
-	name, err := w.Finish()
+	st, err := os.Stat(file)
 	if err != nil {
 		return err
 	}
-	key := "demo/" + name
-	if err := s.Put(ctx, key, buf.Bytes()); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "wrote %s/%s: %d chunks, %d bytes, in %v\n", s, key, *n, buf.Len(), time.Since(start).Round(time.Millisecond))
 
-	// Read back through the store: footer and index once, then one ranged
-	// read per chunk, and one batched pass.
-	info, err := s.Head(ctx, key)
+	// 2. Publish it to a local-folder store (no latency for the upload).
+	storeDir := filepath.Join(*dir, "store")
+	plain, err := store.Open(ctx, storeDir)
 	if err != nil {
 		return err
 	}
-	start = time.Now()
-	tab, err := tablefile.Open(store.ReaderAt(ctx, s, key), info.Size, &tablefile.Options{Tail: 64 << 10})
+	defer plain.Close()
+	const db = "sentences"
+	res, err := sqlitevfs.Import(ctx, plain, file, sqlitevfs.ImportOptions{DB: db, Message: "demo", Appendix: true})
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	say("imported %.1f MB as %d pages into %s (version %s)", float64(st.Size())/1e6, res.Pages, storeDir, res.Root)
+
+	// 3. The same store as the service and the client see it: every
+	// request pays the emulated round trip.
+	far := store.WithLatency(plain, *rtt, 0)
+	storeURL := storeDir
+	if *rtt > 0 {
+		storeURL = "file://" + storeDir + "?latency=" + rtt.String()
+	}
+
+	// 4. The cache service, in this process, on loopback.
+	reg := prometheus.NewRegistry()
+	cache, err := server.New(server.Config{Store: far, CacheDir: filepath.Join(*dir, "cache"), Registry: reg,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "opened index: %d chunks, %s, %d bytes in memory, in %v\n", tab.Count(), tab.Format(), tab.MemSize(), time.Since(start).Round(time.Microsecond))
-	sample := addrs
-	if len(sample) > 1000 {
-		sample = sample[:1000]
+	defer cache.Close()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
 	}
-	start = time.Now()
-	for _, a := range sample {
-		data, err := tab.Get(a)
+	srv := &http.Server{Handler: server.NewHandler(cache, reg)}
+	go srv.Serve(lis)
+	defer srv.Close()
+	service := "http://" + lis.Addr().String()
+	say("cache service on %s; store round trip %v (emulated in user space)", service, *rtt)
+	say("")
+	say("query: %s", gen.SeedQuery)
+	say("")
+
+	type result struct {
+		path  string
+		took  time.Duration
+		rows  int
+		stats string
+	}
+	var results []result
+	run := func(path string, open func() (*openDB, error)) error {
+		start := time.Now()
+		d, err := open()
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", path, err)
 		}
-		if addr.Of(data) != a {
-			return fmt.Errorf("chunk %s read back wrong", a)
+		rows, err := d.run(ctx, gen.SeedQuery, "csv", io.Discard)
+		took := time.Since(start)
+		stats := d.stats()
+		d.close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
-	}
-	one := time.Since(start)
-	start = time.Now()
-	got := 0
-	err = tab.GetMany(addrs, tablefile.BatchOptions{Gap: 64 << 10}, func(i int, data []byte) error {
-		got++
+		results = append(results, result{path, took, rows, stats})
+		say("%-28s %9v  %d rows", path, took.Round(time.Millisecond), rows)
 		return nil
-	})
-	if err != nil {
+	}
+	tiers := func(service string) func() (*openDB, error) {
+		return func() (*openDB, error) {
+			return openStoreSQLite(ctx, tierFlags{store: storeURL, db: db, service: service, mem: 256 << 20, readAhead: 64})
+		}
+	}
+	if err := run("local file", func() (*openDB, error) { return openLocalSQLite(file) }); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "read %d chunks one by one: %v per chunk\n", len(sample), (one / time.Duration(len(sample))).Round(time.Microsecond))
-	fmt.Fprintf(c.stdout, "read %d chunks batched: %v\n", got, time.Since(start).Round(time.Millisecond))
+	if err := run("object store directly", tiers("")); err != nil {
+		return err
+	}
+	if err := run("cache service, cold", tiers(service)); err != nil {
+		return err
+	}
+	if err := waitCached(ctx, cache, db, 10*time.Minute); err != nil {
+		return err
+	}
+	if err := run("cache service, warm", tiers(service)); err != nil {
+		return err
+	}
+
+	say("")
+	say("%-28s %10s %10s", "path", "wall time", "vs local")
+	for _, r := range results {
+		say("%-28s %10v %9.2fx", r.path, r.took.Round(time.Millisecond), float64(r.took)/float64(results[0].took))
+	}
+	say("")
+	say("each path is a fresh client (as a new 'chunkd sql' process would be); tiers per path:")
+	for _, r := range results[1:] {
+		say("  %s: %s", r.path, r.stats)
+	}
 	return nil
+}
+
+// waitCached waits until every table file of db is on the service's disk.
+func waitCached(ctx context.Context, c *server.Cache, db string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		info, err := c.DBInfo(ctx, db)
+		if err != nil {
+			return err
+		}
+		cached := false
+		for _, t := range info.Tables {
+			if t.Appendix && t.State == api.StateCached {
+				cached = true
+			}
+		}
+		if cached {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the service did not finish downloading the appendix file")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -35,6 +35,10 @@ func commands(stdout, stderr io.Writer) []command {
 	return []command{
 		&demoCommand{stdout: stdout, stderr: stderr},
 		&serveCommand{stdout: stdout, stderr: stderr},
+		&genCommand{stdout: stdout, stderr: stderr},
+		&importCommand{stdout: stdout, stderr: stderr},
+		&logCommand{stdout: stdout, stderr: stderr},
+		&sqlCommand{stdout: stdout, stderr: stderr},
 		&tablefileCommand{stdout: stdout, stderr: stderr},
 		&benchCommand{stdout: stdout, stderr: stderr},
 	}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/chunkd/chunkd/sqlitevfs"
+	"github.com/chunkd/chunkd/store"
+)
+
+// importCommand publishes a SQLite database to a store as a new version.
+type importCommand struct {
+	stdout, stderr io.Writer
+}
+
+func (*importCommand) Name() string { return "import" }
+func (*importCommand) Synopsis() string {
+	return "publish a SQLite file to a store as a new version (pages as chunks)"
+}
+
+func (c *importCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlags("import", "import --store URL --db NAME [--message M] [--page-size N] [--appendix=false] FILE.sqlite", c.stderr)
+	storeURL := fs.String("store", "", "object store URL (required)")
+	db := fs.String("db", "", "database name in the store (required)")
+	message := fs.String("message", "", "a message recorded with the version")
+	pageSize := fs.Int("page-size", 0, "re-page the database at import (e.g. 16384 or 65536: fewer, larger chunks); 0 keeps the file's")
+	appendix := fs.Bool("appendix", true, "also write an appendix file with every chunk of the version in page order, which the cache service downloads on a miss")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want exactly one SQLite file to import")
+	}
+	if *storeURL == "" || *db == "" {
+		return usagef("--store and --db are required")
+	}
+	st, err := store.Open(ctx, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	p := newProgress(c.stderr, "import")
+	res, err := sqlitevfs.Import(ctx, st, fs.Arg(0), sqlitevfs.ImportOptions{
+		DB: *db, Message: *message, PageSize: *pageSize, Appendix: *appendix,
+		Progress: func(phase string, done, total int64) { p.update(phase, done, total) },
+	})
+	p.done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "imported %s as %s/%s version %s (parent %s)\n", fs.Arg(0), st, *db, res.Root, rootText(res.Parent))
+	fmt.Fprintf(c.stdout, "  %d pages of %d bytes, %d distinct chunks, %d new\n", res.Pages, res.PageSize, res.Chunks, res.NewChunks)
+	if res.TableFile != "" {
+		fmt.Fprintf(c.stdout, "  new table file %s: %d bytes\n", res.TableFile, res.TableBytes)
+	}
+	if res.AppendixFile != "" {
+		fmt.Fprintf(c.stdout, "  appendix %s: %d bytes\n", res.AppendixFile, res.AppendixBytes)
+	}
+	fmt.Fprintf(c.stdout, "  took %v\n", res.Elapsed.Round(1e6))
+	return nil
+}

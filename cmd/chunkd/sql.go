@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/sqlitevfs"
+	"github.com/chunkd/chunkd/store"
+)
+
+// sqlCommand runs a query on a SQLite database in a store, read through
+// the client tiers, or on a plain local file (the baseline).
+type sqlCommand struct {
+	stdout, stderr io.Writer
+}
+
+func (*sqlCommand) Name() string { return "sql" }
+func (*sqlCommand) Synopsis() string {
+	return "run a SQL query on a database in a store (through the tiers) or on a local file"
+}
+
+const sqlUsage = `sql (--store URL --db NAME [--at ROOT] [--service ADDR] | --file FILE.sqlite) -q SQL [--format table|csv|json]`
+
+// tierFlags are the client-tier flags shared by the reading commands.
+type tierFlags struct {
+	store, db, at, service string
+	mem                    sizeFlag
+	serviceTimeout         time.Duration
+	readAhead              int
+}
+
+func (c *sqlCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlags("sql", sqlUsage, c.stderr)
+	var tf tierFlags
+	fs.StringVar(&tf.store, "store", "", "object store URL holding the database")
+	fs.StringVar(&tf.db, "db", "", "database name in the store")
+	fs.StringVar(&tf.at, "at", "", "read this version (a root address from 'chunkd log') instead of the latest")
+	fs.StringVar(&tf.service, "service", "", "cache service: http://127.0.0.1:9460 or grpc://127.0.0.1:9461 (default: none, read the store directly)")
+	tf.mem = sizeFlag(256 << 20)
+	fs.Var(&tf.mem, "mem", "in-process memory cache for chunks")
+	fs.DurationVar(&tf.serviceTimeout, "service-timeout", 0, "wait this long for the service before also asking the store (default 50ms)")
+	fs.IntVar(&tf.readAhead, "read-ahead", 64, "pages fetched in one batch when SQLite reads sequentially (0: off)")
+	file := fs.String("file", "", "query a plain local SQLite file instead (same engine, same output)")
+	query := fs.String("q", "", "the SQL query (required)")
+	format := fs.String("format", "table", "output: table, csv or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *query == "" {
+		return usagef("-q is required")
+	}
+	if *format != "table" && *format != "csv" && *format != "json" {
+		return usagef("--format must be table, csv or json, not %q", *format)
+	}
+	if (*file == "") == (tf.store == "") {
+		return usagef("give either --store with --db, or --file")
+	}
+	start := time.Now()
+	var (
+		db  *openDB
+		err error
+	)
+	if *file != "" {
+		db, err = openLocalSQLite(*file)
+	} else {
+		db, err = openStoreSQLite(ctx, tf)
+	}
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	rows, err := db.run(ctx, *query, *format, c.stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "%d rows in %v; %s\n", rows, time.Since(start).Round(time.Millisecond), db.stats())
+	return nil
+}
+
+// openDB is a SQLite database opened through the chunkd VFS.
+type openDB struct {
+	*sql.DB
+	name    string
+	cleanup []func()
+	stats   func() string
+}
+
+func (d *openDB) close() {
+	if d.DB != nil {
+		d.DB.Close()
+	}
+	for i := len(d.cleanup) - 1; i >= 0; i-- {
+		d.cleanup[i]()
+	}
+}
+
+// openLocalSQLite opens a plain file read-only through the same VFS and
+// engine as the store path, so the two differ only in where pages come from.
+func openLocalSQLite(path string) (*openDB, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &openDB{cleanup: []func(){func() { f.Close() }}, stats: func() string { return "local file " + path }}
+	pages, err := sqlitevfs.NewFilePages(f)
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := d.register("file:"+path, pages); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
+	if tf.db == "" {
+		return nil, usagef("--db is required with --store")
+	}
+	st, err := store.Open(ctx, tf.store)
+	if err != nil {
+		return nil, err
+	}
+	d := &openDB{cleanup: []func(){func() { st.Close() }}}
+	c, err := client.Open(ctx, client.Options{Store: st, DB: tf.db, Service: tf.service, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout})
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	d.cleanup = append(d.cleanup, func() { c.Close() })
+	d.stats = func() string { return c.Stats().String() }
+	var root addr.Addr
+	if tf.at != "" {
+		if root, err = addr.Parse(tf.at); err != nil {
+			d.close()
+			return nil, usagef("--at: %v", err)
+		}
+	} else if root, err = sqlitevfs.Head(ctx, c); err != nil {
+		d.close()
+		return nil, err
+	}
+	pages, err := sqlitevfs.OpenPages(ctx, c, root, sqlitevfs.PagesOptions{ReadAhead: tf.readAhead})
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	if err := d.register(tf.db+"@"+root.String(), pages); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// register registers a page source under a unique name and opens it.
+func (d *openDB) register(name string, pages sqlitevfs.Pages) error {
+	name = fmt.Sprintf("%s#%d", name, time.Now().UnixNano())
+	if err := sqlitevfs.Register(name, pages); err != nil {
+		return err
+	}
+	d.cleanup = append(d.cleanup, func() { sqlitevfs.Unregister(name) })
+	db, err := sqlitevfs.Open(name, nil)
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	d.DB, d.name = db, name
+	return nil
+}
+
+// run runs q and writes its rows to w in format; it returns the row count.
+func (d *openDB) run(ctx context.Context, q, format string, w io.Writer) (int, error) {
+	rows, err := d.QueryContext(ctx, q)
+	if err != nil {
+		return 0, d.queryErr(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return 0, err
+	}
+	out := newRowWriter(format, w, cols)
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return n, err
+		}
+		if err := out.row(vals); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return n, d.queryErr(err)
+	}
+	return n, out.close()
+}
+
+// queryErr adds the page source's own error to SQLite's "disk I/O error".
+func (d *openDB) queryErr(err error) error {
+	if strings.Contains(err.Error(), "disk I/O error") {
+		if cause := sqlitevfs.LastReadError(d.name); cause != nil {
+			return fmt.Errorf("%w: %v", err, cause)
+		}
+	}
+	return err
+}
+
+type rowWriter struct {
+	format string
+	cols   []string
+	tw     *tabwriter.Writer
+	cw     *csv.Writer
+	w      io.Writer
+	first  bool
+}
+
+func newRowWriter(format string, w io.Writer, cols []string) *rowWriter {
+	rw := &rowWriter{format: format, cols: cols, w: w, first: true}
+	switch format {
+	case "table":
+		rw.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(rw.tw, strings.Join(cols, "\t"))
+	case "csv":
+		rw.cw = csv.NewWriter(w)
+		rw.cw.Write(cols)
+	case "json":
+		io.WriteString(w, "[")
+	}
+	return rw
+}
+
+func text(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case []byte:
+		if utf8.Valid(x) {
+			return string(x)
+		}
+		return "x'" + hex.EncodeToString(x) + "'"
+	case time.Time:
+		return x.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprint(v)
+}
+
+func (rw *rowWriter) row(vals []any) error {
+	switch rw.format {
+	case "table":
+		s := make([]string, len(vals))
+		for i, v := range vals {
+			s[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(text(v))
+		}
+		_, err := fmt.Fprintln(rw.tw, strings.Join(s, "\t"))
+		return err
+	case "csv":
+		s := make([]string, len(vals))
+		for i, v := range vals {
+			s[i] = text(v)
+		}
+		return rw.cw.Write(s)
+	default:
+		obj := make(map[string]any, len(vals))
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				v = text(b)
+			}
+			obj[rw.cols[i]] = v
+		}
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		sep := ",\n"
+		if rw.first {
+			sep, rw.first = "\n", false
+		}
+		_, err = fmt.Fprintf(rw.w, "%s%s", sep, b)
+		return err
+	}
+}
+
+func (rw *rowWriter) close() error {
+	switch rw.format {
+	case "table":
+		return rw.tw.Flush()
+	case "csv":
+		rw.cw.Flush()
+		return rw.cw.Error()
+	default:
+		_, err := io.WriteString(rw.w, "\n]\n")
+		return err
+	}
+}

@@ -1,0 +1,113 @@
+package sqlitevfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/client"
+)
+
+// Version describes one imported version of a chunkd SQLite database, as
+// its root chunk records it.
+type Version struct {
+	// Root is the address of the version's root chunk.
+	Root addr.Addr
+	// Parent is the root of the version it was imported on top of; zero
+	// for the first version.
+	Parent addr.Addr
+	// Time is when it was imported (whole seconds).
+	Time time.Time
+	// Message is the import's message.
+	Message string
+	// PageSize is the database's page size in bytes.
+	PageSize int
+	// Pages is the number of pages of the database file.
+	Pages int64
+}
+
+func versionOf(a addr.Addr, r *root) Version {
+	return Version{
+		Root:     a,
+		Parent:   r.parent,
+		Time:     time.Unix(r.time, 0),
+		Message:  r.message,
+		PageSize: r.pageSize,
+		Pages:    r.pages,
+	}
+}
+
+// Head returns the root of the database version the client reads: the
+// manifest's root as the client loaded it (at client.Open or its last
+// Refresh). It does not check that the database is a chunkd SQLite
+// database; ReadVersion of the root does.
+func Head(ctx context.Context, c *client.Client) (addr.Addr, error) {
+	a, err := c.Root(ctx)
+	if err != nil {
+		return addr.Addr{}, fmt.Errorf("sqlitevfs: head of database %q: %w", c.DB(), err)
+	}
+	if a.IsEmpty() {
+		return addr.Addr{}, fmt.Errorf("sqlitevfs: database %q has an empty root (no version imported?)", c.DB())
+	}
+	return a, nil
+}
+
+// ReadVersion reads the root chunk at root. A chunk that is not a root
+// chunk (a page, a page-map chunk, a Dolt chunk) is an error wrapping
+// ErrNotRoot; a missing one, an error wrapping client.ErrNotFound.
+func ReadVersion(ctx context.Context, c *client.Client, root addr.Addr) (Version, error) {
+	r, err := readRoot(ctx, c, root)
+	if err != nil {
+		return Version{}, err
+	}
+	return versionOf(root, r), nil
+}
+
+func readRoot(ctx context.Context, c *client.Client, a addr.Addr) (*root, error) {
+	if a.IsEmpty() {
+		return nil, fmt.Errorf("sqlitevfs: read version: %w (the zero address)", ErrNotRoot)
+	}
+	data, err := c.Get(ctx, a)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitevfs: read version %s of database %q: %w", a, c.DB(), err)
+	}
+	r, err := decodeRoot(data)
+	if err != nil {
+		if errors.Is(err, ErrNotRoot) {
+			return nil, fmt.Errorf("sqlitevfs: chunk %s of database %q: %w", a, c.DB(), err)
+		}
+		return nil, fmt.Errorf("sqlitevfs: version %s of database %q: %w", a, c.DB(), err)
+	}
+	return r, nil
+}
+
+// Log returns the history of the database from version from backwards:
+// from itself, its parent, and so on, newest first, at most limit versions
+// (limit <= 0: all of them). A zero from means the head (see Head). Every
+// version costs one chunk read.
+func Log(ctx context.Context, c *client.Client, from addr.Addr, limit int) ([]Version, error) {
+	if from.IsEmpty() {
+		h, err := Head(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		from = h
+	}
+	var out []Version
+	seen := map[addr.Addr]bool{}
+	for a := from; !a.IsEmpty() && (limit <= 0 || len(out) < limit); {
+		if seen[a] {
+			return out, fmt.Errorf("sqlitevfs: log of database %q: version %s is its own ancestor", c.DB(), a)
+		}
+		seen[a] = true
+		v, err := ReadVersion(ctx, c, a)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+		a = v.Parent
+	}
+	return out, nil
+}

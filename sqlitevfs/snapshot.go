@@ -1,0 +1,122 @@
+//go:build cgo
+
+package sqlitevfs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+// snapshot writes a consistent copy of the SQLite database at src to the
+// empty file dst.
+//
+// With pageSize 0 it uses SQLite's online backup API, which copies the
+// database page for page (page n of the copy is page n of the source, WAL
+// contents included) while holding a read transaction on the source, so
+// pages that did not change since the last import hash the same and are
+// not uploaded again. Only page 1's header differs a little (SQLite bumps
+// the copy's change counter and schema cookie).
+//
+// With a pageSize it runs VACUUM INTO with that page size instead: a
+// rewritten, compacted copy (pages of later versions then match less,
+// since VACUUM lays the file out anew).
+func snapshot(ctx context.Context, src, dst string, pageSize int) error {
+	srcDB, err := sql.Open(DriverName, uriFile(src)+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return err
+	}
+	defer srcDB.Close()
+	srcConn, err := srcDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", src, err)
+	}
+	defer srcConn.Close()
+	if pageSize != 0 {
+		if _, err := srcConn.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", pageSize)); err != nil {
+			return fmt.Errorf("%s: set page size: %w", src, err)
+		}
+		if _, err := srcConn.ExecContext(ctx, "VACUUM INTO ?", dst); err != nil {
+			return fmt.Errorf("%s: VACUUM INTO a copy with %d-byte pages: %w", src, pageSize, err)
+		}
+		return nil
+	}
+
+	dstDB, err := sql.Open(DriverName, uriFile(dst))
+	if err != nil {
+		return err
+	}
+	defer dstDB.Close()
+	dstConn, err := dstDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dst, err)
+	}
+	defer dstConn.Close()
+	// The copy is scratch: no journal, no syncs.
+	for _, p := range []string{"PRAGMA journal_mode = OFF", "PRAGMA synchronous = OFF"} {
+		if _, err := dstConn.ExecContext(ctx, p); err != nil {
+			return fmt.Errorf("%s: %s: %w", dst, p, err)
+		}
+	}
+	return dstConn.Raw(func(dc any) error {
+		return srcConn.Raw(func(sc any) error {
+			d, ok1 := dc.(*sqlite3.SQLiteConn)
+			s, ok2 := sc.(*sqlite3.SQLiteConn)
+			if !ok1 || !ok2 {
+				return errors.New("unexpected SQLite driver connection type")
+			}
+			bk, err := d.Backup("main", s, "main")
+			if err != nil {
+				return fmt.Errorf("back up %s: %w", src, err)
+			}
+			// Step(-1) copies everything in one read transaction; it
+			// reports a busy or locked source as not done, so try again
+			// for a while (the source's busy timeout applies too).
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				done, err := bk.Step(-1)
+				if err != nil {
+					bk.Finish()
+					return fmt.Errorf("back up %s: %w", src, err)
+				}
+				if done {
+					break
+				}
+				if time.Now().After(deadline) {
+					bk.Finish()
+					return fmt.Errorf("back up %s: the database stayed locked by other connections for 30s", src)
+				}
+				select {
+				case <-ctx.Done():
+					bk.Finish()
+					return ctx.Err()
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			if err := bk.Finish(); err != nil {
+				return fmt.Errorf("back up %s: %w", src, err)
+			}
+			return nil
+		})
+	})
+}
+
+// uriFile returns an SQLite URI filename for path, with the characters
+// that mean something in a URI escaped.
+func uriFile(path string) string {
+	const hex = "0123456789ABCDEF"
+	b := []byte("file:")
+	for i := 0; i < len(path); i++ {
+		switch c := path[i]; {
+		case c == '%' || c == '?' || c == '#' || c < ' ' || c == 0x7f:
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
