@@ -263,7 +263,7 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 			return nil, err
 		}
 	}
-	c.st = &storeTier{c: c, mdb: mdb}
+	c.st = &storeTier{c: c, mdb: mdb, rootReady: make(chan struct{})}
 	if c.svc == nil {
 		if _, err := c.st.current(ctx); err != nil {
 			c.Close()
@@ -285,11 +285,7 @@ func (c *Client) DB() string { return c.opts.DB }
 // Root returns the root address of the database version the client
 // reads (from its manifest, loaded at Open or by the last Refresh).
 func (c *Client) Root(ctx context.Context) (addr.Addr, error) {
-	snap, err := c.st.current(ctx)
-	if err != nil {
-		return addr.Addr{}, err
-	}
-	return snap.root, nil
+	return c.st.root(ctx)
 }
 
 // Refresh reads the database's manifest again and opens the indexes of

@@ -24,6 +24,37 @@ type storeTier struct {
 	loadErr error         // the last load's error
 
 	refreshMu sync.Mutex // one Refresh at a time
+
+	// The first load publishes the manifest's root as soon as it has it,
+	// before the table indexes are open: a reader that goes to the service
+	// needs only the root.
+	rootOnce  sync.Once
+	rootReady chan struct{}
+	firstRoot addr.Addr
+}
+
+// root returns the root of the current version, waiting only for the
+// manifest when nothing is loaded yet.
+func (s *storeTier) root(ctx context.Context) (addr.Addr, error) {
+	s.mu.Lock()
+	if cur := s.cur; cur != nil {
+		s.mu.Unlock()
+		return cur.root, nil
+	}
+	done := s.startLoadLocked()
+	s.mu.Unlock()
+	select {
+	case <-s.rootReady:
+		return s.firstRoot, nil
+	case <-done:
+		snap, err := s.current(ctx)
+		if err != nil {
+			return addr.Addr{}, err
+		}
+		return snap.root, nil
+	case <-ctx.Done():
+		return addr.Addr{}, ctx.Err()
+	}
 }
 
 // snapshot is one version of the database: its root and its table files,
@@ -131,6 +162,12 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 	c.ctr.manifestLoads.Add(1)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
+	}
+	if prev == nil {
+		s.rootOnce.Do(func() {
+			s.firstRoot = m.Root
+			close(s.rootReady)
+		})
 	}
 	appendix := make(map[string]bool, len(m.Appendix))
 	for _, name := range m.Appendix {

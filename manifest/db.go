@@ -104,7 +104,20 @@ func (db *DB) String() string {
 // this version does not know is an error too.
 func (db *DB) Load(ctx context.Context) (*Manifest, string, error) {
 	for attempt := 0; ; attempt++ {
+		// The two objects are read at once: on an object store each read
+		// is a round trip, and the sidecar is checked against the
+		// manifest below, so reading it early is safe.
+		type sidecarResult struct {
+			sc  *sidecar
+			err error
+		}
+		scc := make(chan sidecarResult, 1)
+		go func() {
+			sc, err := db.readSidecar(ctx)
+			scc <- sidecarResult{sc, err}
+		}()
 		data, version, err := db.readManifest(ctx)
+		scr := <-scc
 		if err != nil {
 			return nil, "", err
 		}
@@ -112,7 +125,7 @@ func (db *DB) Load(ctx context.Context) (*Manifest, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("database %s: %s: %w", db, db.ManifestKey(), err)
 		}
-		sc, err := db.readSidecar(ctx)
+		sc, err := scr.sc, scr.err
 		if err != nil {
 			return nil, "", err
 		}
