@@ -152,7 +152,11 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 		d.close()
 		return nil, err
 	}
-	pages, err := sqlitevfs.OpenPages(ctx, c, root, sqlitevfs.PagesOptions{ReadAhead: tf.readAhead})
+	ra := tf.readAhead
+	if ra == 0 {
+		ra = -1 // the flag's 0 means off; the package's 0 means its default
+	}
+	pages, err := sqlitevfs.OpenPages(ctx, c, root, sqlitevfs.PagesOptions{ReadAhead: ra})
 	if err != nil {
 		d.close()
 		return nil, err
