@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/chunkd/chunkd/gen"
@@ -24,11 +25,16 @@ func (c *genCommand) Run(ctx context.Context, args []string) error {
 	sentences := fs.Int("sentences", 1_250_000, "rows in sentences")
 	translations := fs.Int("translations", 2_500_000, "rows in translations")
 	seed := fs.Int64("seed", 1, "random seed: the same seed gives the same file")
+	if len(args) > 0 && args[0] == "sentences" {
+		args = args[1:]
+	} else if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return usagef("want the data set name first: gen sentences [flags]")
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || fs.Arg(0) != "sentences" {
-		return usagef("want the data set name: sentences")
+	if fs.NArg() != 0 {
+		return usagef("unexpected arguments %q", fs.Args())
 	}
 	if *out == "" {
 		return usagef("--out is required")
