@@ -53,6 +53,16 @@ type ChunkPages struct {
 	ri      int
 	windows [aheadWindows]window
 	wi      int
+	next    *prefetch // the background read of the window after the last one, if any
+}
+
+// prefetch is a background read of pages [first, first+n) into the
+// client's memory tier, started when SQLite is half way through a
+// read-ahead window, so the next window is (nearly) local when SQLite
+// gets there and fetching overlaps with the query's own work.
+type prefetch struct {
+	first, n int64
+	done     chan struct{}
 }
 
 // window is one read-ahead batch: the pages first, first+1, ...
@@ -146,9 +156,11 @@ func (p *ChunkPages) ReadPage(ctx context.Context, n int64, b []byte) error {
 	data, seq := p.note(n)
 	if data != nil {
 		copy(b, data)
+		p.prefetchAfter(n)
 		return nil
 	}
 	if seq && p.readAhead > 1 && n < p.v.Pages {
+		p.waitPrefetch(ctx, n)
 		w := min(int64(p.readAhead), p.v.Pages-n+1)
 		if pages, err := p.fetch(ctx, n, w); err == nil {
 			p.mu.Lock()
@@ -276,4 +288,44 @@ func (p *ChunkPages) checkData(n int64, data []byte) error {
 		return fmt.Errorf("%w: chunk %s of page %d is %d bytes, not a %d-byte page", ErrBadMap, p.addrs[n-1], n, len(data), p.v.PageSize)
 	}
 	return nil
+}
+
+// prefetchAfter starts reading the window after the one holding page n
+// once SQLite is half way through it.
+func (p *ChunkPages) prefetchAfter(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.windows {
+		size := int64(len(w.pages))
+		if n < w.first || n >= w.first+size || n-w.first < size/2 {
+			continue
+		}
+		next := w.first + size
+		if next > p.v.Pages || p.bufferedLocked(next) != nil || p.next != nil && p.next.first == next {
+			return
+		}
+		pf := &prefetch{first: next, n: min(int64(p.readAhead), p.v.Pages-next+1), done: make(chan struct{})}
+		p.next = pf
+		go func() {
+			defer close(pf.done)
+			// Errors are left for the foreground read to meet and report.
+			_ = p.c.GetMany(context.Background(), p.addrs[pf.first-1:pf.first-1+pf.n], func(int, []byte) error { return nil })
+		}()
+		return
+	}
+}
+
+// waitPrefetch waits for a background read covering page n, so the
+// foreground does not fetch the same pages again.
+func (p *ChunkPages) waitPrefetch(ctx context.Context, n int64) {
+	p.mu.Lock()
+	pf := p.next
+	p.mu.Unlock()
+	if pf == nil || n < pf.first || n >= pf.first+pf.n {
+		return
+	}
+	select {
+	case <-pf.done:
+	case <-ctx.Done():
+	}
 }
