@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +108,12 @@ type Options struct {
 	// IndexTail is how many bytes of a table file's end the first read
 	// of its index fetches. 0 means DefaultIndexTail.
 	IndexTail int
+	// LocalDir is the cache directory (--cache-dir) of a cache service on
+	// this host. Table files the service has verified and kept there are
+	// read directly, skipping the service's HTTP or gRPC round trip; every
+	// chunk is still checked against its address. Files the service has
+	// not downloaded are read through the service as usual.
+	LocalDir string
 	// Logger gets warnings (a service that sent a wrong chunk, backing off
 	// from the service) and debug messages. nil means slog.Default().
 	Logger *slog.Logger
@@ -204,6 +211,15 @@ type Client struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	localMu sync.Mutex
+	locals  []*os.File // local copies opened (Options.LocalDir), closed by Close
+}
+
+func (c *Client) addLocal(f *os.File) {
+	c.localMu.Lock()
+	c.locals = append(c.locals, f)
+	c.localMu.Unlock()
 }
 
 // Open returns a client for database o.DB in o.Store. Without a service it
@@ -444,6 +460,11 @@ func (c *Client) Close() error {
 		if c.mem != nil {
 			c.mem.StopAllGoroutines()
 		}
+		c.localMu.Lock()
+		for _, f := range c.locals {
+			f.Close()
+		}
+		c.localMu.Unlock()
 	})
 	return c.closeErr
 }

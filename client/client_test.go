@@ -1124,3 +1124,50 @@ func BenchmarkGetManyStore(b *testing.B) {
 		run(b, func() error { return c.GetMany(ctx, as, func(int, []byte) error { return nil }) })
 	})
 }
+
+// TestLocalDir reads the files a service on this host has verified
+// directly, and the files it has not through the service.
+func TestLocalDir(t *testing.T) {
+	s := newStore(t)
+	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
+	dir := t.TempDir()
+	cache, err := server.New(server.Config{Store: s, CacheDir: dir, NoFsync: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	srv := serveHTTP(t, server.NewHandler(cache, prometheus.NewRegistry()))
+	// Have the service download the first file only.
+	first := db.Files[0]
+	if _, err := cache.GetChunk(context.Background(), "db1", first.Addrs[0]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := cache.DBInfo(context.Background(), "db1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := false
+		for _, ti := range info.Tables {
+			done = done || ti.Name == first.Name && ti.State == "cached"
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the service never cached the first file")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, LocalDir: dir})
+	getMany(t, c, db, first.Addrs)
+	st := c.Stats()
+	if st.LocalReads == 0 || st.Service.Chunks != 0 || st.Store.Chunks != int64(len(first.Addrs)) {
+		t.Fatalf("cached file: %+v", st)
+	}
+	getMany(t, c, db, db.Files[1].Addrs)
+	if st2 := c.Stats().Sub(st); st2.Service.Chunks != int64(len(db.Files[1].Addrs)) || st2.LocalReads != 0 {
+		t.Fatalf("file not cached: %+v", st2)
+	}
+}

@@ -112,10 +112,16 @@ func (c *Client) fetch(ctx context.Context, want []addr.Addr) ([]result, error) 
 
 	var timer *time.Timer
 	var hedge <-chan time.Time
-	if c.svc != nil && c.backoff.allow() {
-		ks := make([]int, n)
-		for k := range ks {
-			ks[k] = k
+	// Chunks in files the service keeps on this host are read directly.
+	local := c.localChunks(ctx, want)
+	if c.svc != nil && c.backoff.allow() && len(local) < n {
+		ks := make([]int, 0, n)
+		for k := range n {
+			if local[k] {
+				toStore(k)
+				continue
+			}
+			ks = append(ks, k)
 			svcWait[k] = true
 		}
 		running++
@@ -126,7 +132,7 @@ func (c *Client) fetch(ctx context.Context, want []addr.Addr) ([]result, error) 
 			hedge = timer.C
 		}
 	} else {
-		if c.svc != nil {
+		if c.svc != nil && len(local) < n {
 			c.ctr.svcSkipped.Add(1)
 		}
 		for k := range n {
@@ -361,4 +367,26 @@ func runLimited(n, limit int, fn func(i int)) {
 	for range workers {
 		<-done
 	}
+}
+
+// localChunks marks the addresses held by table files opened from
+// Options.LocalDir; nil when there is no LocalDir or no service to skip.
+func (c *Client) localChunks(ctx context.Context, want []addr.Addr) map[int]bool {
+	if c.opts.LocalDir == "" || c.svc == nil {
+		return nil
+	}
+	snap, err := c.st.current(ctx)
+	if err != nil {
+		return nil
+	}
+	var local map[int]bool
+	for k, a := range want {
+		if t, _, ok := snap.find(a); ok && t.local != nil {
+			if local == nil {
+				local = make(map[int]bool)
+			}
+			local[k] = true
+		}
+	}
+	return local
 }

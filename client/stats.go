@@ -84,6 +84,9 @@ type Stats struct {
 	// manifest, table-file indexes opened, and ranged reads for indexes
 	// and archive dictionaries.
 	ManifestLoads, TablesOpened, MetaReads int64
+	// LocalReads counts reads served from the service's files on this
+	// host (Options.LocalDir). Their chunks count in Store.
+	LocalReads int64
 }
 
 // Sub returns s minus prev: the counts between two snapshots.
@@ -107,6 +110,7 @@ func (s Stats) Sub(prev Stats) Stats {
 		ManifestLoads:   s.ManifestLoads - prev.ManifestLoads,
 		TablesOpened:    s.TablesOpened - prev.TablesOpened,
 		MetaReads:       s.MetaReads - prev.MetaReads,
+		LocalReads:      s.LocalReads - prev.LocalReads,
 	}
 }
 
@@ -135,6 +139,7 @@ func (s Stats) String() string {
 		{"service skipped", s.ServiceSkipped},
 		{"hedged", s.Hedged},
 		{"store bad", s.StoreBad},
+		{"of them local reads", s.LocalReads},
 	} {
 		if x.n != 0 {
 			fmt.Fprintf(&b, "; %s %d", x.name, x.n)
@@ -168,7 +173,7 @@ type counters struct {
 	notFound, svcNotFound, svcBad, svcErrors    atomic.Int64
 	svcBackoffs, svcSkipped, hedged, storeBad   atomic.Int64
 	storeReadBytes, manifestLoads, tablesOpened atomic.Int64
-	metaReads                                   atomic.Int64
+	metaReads, localReads                       atomic.Int64
 }
 
 // service counts one chunk taken from the service.
@@ -199,7 +204,7 @@ func (c *counters) all() []*atomic.Int64 {
 		&c.storeChunks, &c.storeBytes, &c.storeRequests, &c.storeTime,
 		&c.notFound, &c.svcNotFound, &c.svcBad, &c.svcErrors,
 		&c.svcBackoffs, &c.svcSkipped, &c.hedged, &c.storeBad,
-		&c.storeReadBytes, &c.manifestLoads, &c.tablesOpened, &c.metaReads,
+		&c.storeReadBytes, &c.manifestLoads, &c.tablesOpened, &c.metaReads, &c.localReads,
 	}
 }
 
@@ -227,6 +232,7 @@ func (c *Client) Stats() Stats {
 		Hedged:          k.hedged.Load(),
 		StoreBad:        k.storeBad.Load(),
 		StoreReadBytes:  k.storeReadBytes.Load(),
+		LocalReads:      k.localReads.Load(),
 		ManifestLoads:   k.manifestLoads.Load(),
 		TablesOpened:    k.tablesOpened.Load(),
 		MetaReads:       k.metaReads.Load(),

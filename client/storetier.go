@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 
@@ -71,6 +73,56 @@ type table struct {
 	key      string
 	appendix bool
 	t        *tablefile.Table
+	local    *os.File // the cache service's verified copy on this host (Options.LocalDir), if any
+}
+
+// readAt reads table bytes: from the local copy when there is one, else
+// with a ranged read of the store.
+func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (int, error) {
+	if t.local != nil {
+		n, err := t.local.ReadAt(p, off)
+		s.c.ctr.localReads.Add(1)
+		if err == nil {
+			return n, nil
+		}
+		s.c.log.Warn("read local copy; using the store", "key", t.key, "err", err)
+	}
+	n, err := s.c.opts.Store.ReadAt(ctx, t.key, p, off)
+	s.c.ctr.storeRequests.Add(1)
+	s.c.ctr.storeReadBytes.Add(int64(n))
+	return n, err
+}
+
+// openLocal opens the cache service's copy of table file name from
+// Options.LocalDir, if it has one. The service renames a file into its
+// tables/ folder only after verifying it, so a file there is whole.
+func (s *storeTier) openLocal(name string, appendix bool) *table {
+	dir := s.c.opts.LocalDir
+	if dir == "" {
+		return nil
+	}
+	key, err := s.mdb.TableKey(name)
+	if err != nil {
+		return nil
+	}
+	for _, k := range []string{key, key + manifest.ArchiveSuffix} {
+		f, err := os.Open(filepath.Join(dir, "tables", filepath.FromSlash(k)))
+		if err != nil {
+			continue
+		}
+		st, err := f.Stat()
+		if err == nil {
+			var tf *tablefile.Table
+			if tf, err = tablefile.Open(f, st.Size(), nil); err == nil {
+				s.c.ctr.tablesOpened.Add(1)
+				s.c.addLocal(f)
+				return &table{name: name, key: k, appendix: appendix, t: tf, local: f}
+			}
+		}
+		s.c.log.Warn("ignoring local copy", "path", f.Name(), "err", err)
+		f.Close()
+	}
+	return nil
 }
 
 // current returns the loaded database, loading it (or waiting for the
@@ -212,6 +264,9 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 
 // open finds a table file's object and reads its index.
 func (s *storeTier) open(ctx context.Context, name string, appendix bool) (*table, error) {
+	if t := s.openLocal(name, appendix); t != nil {
+		return t, nil
+	}
 	key, size, err := s.mdb.ResolveTable(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -259,9 +314,7 @@ func (s *storeTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip 
 			continue
 		}
 		stored := make([]byte, e.Length)
-		n, err := s.c.opts.Store.ReadAt(ctx, t.key, stored, int64(e.Offset))
-		s.c.ctr.storeRequests.Add(1)
-		s.c.ctr.storeReadBytes.Add(int64(n))
+		_, err := s.readAt(ctx, t, stored, int64(e.Offset))
 		var data []byte
 		if err != nil {
 			err = &ChunkError{Addr: a, Tier: TierStore, From: t.key, Err: err}
@@ -352,9 +405,7 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 			fn(pos[e.Addr], nil, err) // the first failure names the first file tried
 		}
 		buf := make([]byte, r.Length)
-		n, err := s.c.opts.Store.ReadAt(ctx, t.key, buf, int64(r.Offset))
-		s.c.ctr.storeRequests.Add(1)
-		s.c.ctr.storeReadBytes.Add(int64(n))
+		_, err := s.readAt(ctx, t, buf, int64(r.Offset))
 		if err != nil {
 			for _, e := range r.Entries {
 				retry(e, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err})

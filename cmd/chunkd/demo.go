@@ -96,7 +96,8 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 
 	// 4. The cache service, in this process, on loopback.
 	reg := prometheus.NewRegistry()
-	cache, err := server.New(server.Config{Store: far, CacheDir: filepath.Join(*dir, "cache"), Registry: reg,
+	cacheDir := filepath.Join(*dir, "cache")
+	cache, err := server.New(server.Config{Store: far, CacheDir: cacheDir, Registry: reg,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
@@ -139,24 +140,27 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		say("%-28s %9v  %d rows", path, took.Round(time.Millisecond), rows)
 		return nil
 	}
-	tiers := func(service string) func() (*openDB, error) {
+	tiers := func(service, serviceDir string) func() (*openDB, error) {
 		return func() (*openDB, error) {
-			return openStoreSQLite(ctx, tierFlags{store: storeURL, db: db, service: service, mem: 256 << 20, readAhead: 64})
+			return openStoreSQLite(ctx, tierFlags{store: storeURL, db: db, service: service, serviceDir: serviceDir, mem: 256 << 20, readAhead: 64})
 		}
 	}
 	if err := run("local file", func() (*openDB, error) { return openLocalSQLite(file) }); err != nil {
 		return err
 	}
-	if err := run("object store directly", tiers("")); err != nil {
+	if err := run("object store directly", tiers("", "")); err != nil {
 		return err
 	}
-	if err := run("cache service, cold", tiers(service)); err != nil {
+	if err := run("cache service, cold", tiers(service, "")); err != nil {
 		return err
 	}
 	if err := waitCached(ctx, cache, db, 10*time.Minute); err != nil {
 		return err
 	}
-	if err := run("cache service, warm", tiers(service)); err != nil {
+	if err := run("cache service, warm", tiers(service, "")); err != nil {
+		return err
+	}
+	if err := run("service's files, same host", tiers(service, cacheDir)); err != nil {
 		return err
 	}
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	_ "github.com/chunkd/chunkd/store/folder" // file:// and plain paths
@@ -45,9 +46,16 @@ func commands(stdout, stderr io.Writer) []command {
 }
 
 func main() {
+	// CHUNKD_CPUPROFILE=FILE writes a CPU profile of the whole command.
+	if path := os.Getenv("CHUNKD_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	pprof.StopCPUProfile()
 	os.Exit(code)
 }
 

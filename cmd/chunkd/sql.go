@@ -36,6 +36,7 @@ const sqlUsage = `sql (--store URL --db NAME [--at ROOT] [--service ADDR] | --fi
 // tierFlags are the client-tier flags shared by the reading commands.
 type tierFlags struct {
 	store, db, at, service string
+	serviceDir             string
 	mem                    sizeFlag
 	serviceTimeout         time.Duration
 	readAhead              int
@@ -50,6 +51,7 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&tf.service, "service", "", "cache service: http://127.0.0.1:9460 or grpc://127.0.0.1:9461 (default: none, read the store directly)")
 	tf.mem = sizeFlag(256 << 20)
 	fs.Var(&tf.mem, "mem", "in-process memory cache for chunks")
+	fs.StringVar(&tf.serviceDir, "service-dir", "", "the service's --cache-dir, when it runs on this host: its verified files are read directly")
 	fs.DurationVar(&tf.serviceTimeout, "service-timeout", 0, "wait this long for the service before also asking the store (default 50ms)")
 	fs.IntVar(&tf.readAhead, "read-ahead", 64, "pages fetched in one batch when SQLite reads sequentially (0: off)")
 	file := fs.String("file", "", "query a plain local SQLite file instead (same engine, same output)")
@@ -135,7 +137,7 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 		return nil, err
 	}
 	d := &openDB{cleanup: []func(){func() { st.Close() }}}
-	c, err := client.Open(ctx, client.Options{Store: st, DB: tf.db, Service: tf.service, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout})
+	c, err := client.Open(ctx, client.Options{Store: st, DB: tf.db, Service: tf.service, LocalDir: tf.serviceDir, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout})
 	if err != nil {
 		d.close()
 		return nil, err

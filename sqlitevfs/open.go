@@ -1,0 +1,150 @@
+package sqlitevfs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/client"
+)
+
+// DB is a database image registered under a name of its own and opened
+// read-only: a *sql.DB whose Close also unregisters the image and releases
+// what the opener opened (the file of OpenFile). OpenFile, OpenVersion and
+// OpenImage make one; they are the Register-Open-Unregister sequence that
+// every reader of this package otherwise writes for itself.
+//
+// It also counts the pages SQLite reads through the VFS, over all its
+// connections: SQLite's page-cache misses (PageReads).
+type DB struct {
+	*sql.DB
+	name  string
+	pages *countedPages
+
+	closeOnce sync.Once
+	closeErr  error
+	cleanup   []func() error
+}
+
+// openSeq makes the names of DBs unique within the process.
+var openSeq atomic.Uint64
+
+// OpenImage registers p under a new name made from label (any text that
+// says what the image is: a path, a database and version) and opens it
+// with o (nil for the defaults). The DB does not own p: p must stay
+// readable until Close.
+func OpenImage(label string, p Pages, o *Options) (*DB, error) {
+	name := fmt.Sprintf("%s#%d", label, openSeq.Add(1))
+	if len(name) > maxName {
+		name = fmt.Sprintf("%s…#%d", label[:maxName/2], openSeq.Add(1))
+	}
+	cp := &countedPages{Pages: p}
+	var reg Pages = cp
+	if r, ok := p.(PageRanger); ok {
+		reg = countedRanger{cp, r}
+	}
+	if err := Register(name, reg); err != nil {
+		return nil, err
+	}
+	db, err := Open(name, o)
+	if err != nil {
+		Unregister(name)
+		return nil, err
+	}
+	return &DB{DB: db, name: name, pages: cp}, nil
+}
+
+// OpenFile opens a plain local SQLite database file read-only through the
+// VFS, page by page with pread (FilePages), so that it differs from a
+// database read through the chunkd tiers only in where the pages come
+// from. Close closes the file.
+func OpenFile(path string, o *Options) (*DB, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := NewFilePages(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	d, err := OpenImage("file:"+path, fp, o)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	d.cleanup = append(d.cleanup, f.Close)
+	return d, nil
+}
+
+// OpenVersion opens version root of the chunkd SQLite database that c
+// reads (sqlitevfs.Head(ctx, c) is the latest), its pages read through c's
+// tiers with po (OpenPages). The DB does not own c: close the DB first,
+// then c.
+func OpenVersion(ctx context.Context, c *client.Client, root addr.Addr, po PagesOptions, o *Options) (*DB, error) {
+	p, err := OpenPages(ctx, c, root, po)
+	if err != nil {
+		return nil, err
+	}
+	return OpenImage(c.DB()+"@"+root.String(), p, o)
+}
+
+// Name returns the name the image is registered under (for LastReadError).
+func (d *DB) Name() string { return d.name }
+
+// PageReads returns how many pages SQLite has read through the VFS so far,
+// over all the DB's connections: the misses of SQLite's own page caches.
+func (d *DB) PageReads() int64 { return d.pages.n.Load() }
+
+// QueryError adds the page source's own error to SQLite's generic "disk
+// I/O error", which is all a failed page read otherwise reports.
+func (d *DB) QueryError(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "disk I/O error") {
+		return err
+	}
+	if cause := LastReadError(d.name); cause != nil {
+		return fmt.Errorf("%w: %v", err, cause)
+	}
+	return err
+}
+
+// Close closes the *sql.DB, unregisters the image and closes what the
+// opener opened. It is safe to call more than once.
+func (d *DB) Close() error {
+	d.closeOnce.Do(func() {
+		errs := []error{d.DB.Close(), Unregister(d.name)}
+		for i := len(d.cleanup) - 1; i >= 0; i-- {
+			errs = append(errs, d.cleanup[i]())
+		}
+		d.closeErr = errors.Join(errs...)
+	})
+	return d.closeErr
+}
+
+// countedPages counts the pages read from a Pages.
+type countedPages struct {
+	Pages
+	n atomic.Int64
+}
+
+func (c *countedPages) ReadPage(ctx context.Context, n int64, p []byte) error {
+	c.n.Add(1)
+	return c.Pages.ReadPage(ctx, n, p)
+}
+
+// countedRanger is a countedPages over a PageRanger, and one itself.
+type countedRanger struct {
+	*countedPages
+	ranger PageRanger
+}
+
+func (c countedRanger) ReadPages(ctx context.Context, first int64, ps [][]byte) error {
+	c.n.Add(int64(len(ps)))
+	return c.ranger.ReadPages(ctx, first, ps)
+}
