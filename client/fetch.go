@@ -319,7 +319,11 @@ func (c *Client) serviceDone(ctx context.Context, err error) {
 func (c *Client) askStore(ctx context.Context, want []addr.Addr, ks []int, send func(item)) {
 	start := time.Now()
 	defer func() { c.ctr.storeTime.Add(int64(time.Since(start))) }()
-	snap, err := c.st.current(ctx)
+	snap := c.st.localSnapshot(ctx, want, ks)
+	var err error
+	if snap == nil {
+		snap, err = c.st.current(ctx)
+	}
 	if err != nil {
 		for _, k := range ks {
 			send(item{src: fromStore, k: k, err: err})
@@ -375,17 +379,23 @@ func (c *Client) localChunks(ctx context.Context, want []addr.Addr) map[int]bool
 	if c.opts.LocalDir == "" || c.svc == nil {
 		return nil
 	}
-	snap, err := c.st.current(ctx)
-	if err != nil {
+	tables := c.st.localTables(ctx)
+	if len(tables) == 0 {
 		return nil
 	}
 	var local map[int]bool
 	for k, a := range want {
-		if t, _, ok := snap.find(a); ok && t.local != nil {
-			if local == nil {
-				local = make(map[int]bool)
+		for _, t := range tables {
+			if !t.t.MayContain(a) {
+				continue
 			}
-			local[k] = true
+			if _, ok := t.t.Lookup(a); ok {
+				if local == nil {
+					local = make(map[int]bool)
+				}
+				local[k] = true
+				break
+			}
 		}
 	}
 	return local

@@ -30,9 +30,36 @@ type storeTier struct {
 	// The first load publishes the manifest's root as soon as it has it,
 	// before the table indexes are open: a reader that goes to the service
 	// needs only the root.
-	rootOnce  sync.Once
-	rootReady chan struct{}
-	firstRoot addr.Addr
+	rootOnce   sync.Once
+	rootReady  chan struct{}
+	firstRoot  addr.Addr
+	firstLocal []*table // local copies found by the first load, published with the root
+}
+
+// localTables returns the table files opened from Options.LocalDir,
+// waiting only for the manifest when nothing is loaded yet.
+func (s *storeTier) localTables(ctx context.Context) []*table {
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	if cur == nil {
+		if _, err := s.root(ctx); err != nil {
+			return nil
+		}
+		s.mu.Lock()
+		cur = s.cur
+		s.mu.Unlock()
+	}
+	if cur == nil {
+		return s.firstLocal
+	}
+	var out []*table
+	for _, t := range cur.tables {
+		if t.local != nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // root returns the root of the current version, waiting only for the
@@ -215,15 +242,32 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	if prev == nil {
-		s.rootOnce.Do(func() {
-			s.firstRoot = m.Root
-			close(s.rootReady)
-		})
-	}
 	appendix := make(map[string]bool, len(m.Appendix))
 	for _, name := range m.Appendix {
 		appendix[name] = true
+	}
+	// Files a same-host service keeps (Options.LocalDir) open with no store
+	// IO; they are published with the root, so reads can use them before
+	// the other files' indexes arrive from the store.
+	local := map[string]*table{}
+	if c.opts.LocalDir != "" {
+		for _, spec := range m.Specs {
+			if prev != nil && prev.byName[spec.Name] != nil || manifest.IsJournal(spec.Name) {
+				continue
+			}
+			if t := s.openLocal(spec.Name, appendix[spec.Name]); t != nil {
+				local[spec.Name] = t
+			}
+		}
+	}
+	if prev == nil {
+		s.rootOnce.Do(func() {
+			s.firstRoot = m.Root
+			for _, t := range local {
+				s.firstLocal = append(s.firstLocal, t)
+			}
+			close(s.rootReady)
+		})
 	}
 	tables := make([]*table, len(m.Specs))
 	errs := make([]error, len(m.Specs))
@@ -238,6 +282,8 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 			t := *prev.byName[spec.Name]
 			t.appendix = appendix[spec.Name]
 			tables[i] = &t
+		case local[spec.Name] != nil:
+			tables[i] = local[spec.Name]
 		default:
 			toOpen = append(toOpen, i)
 		}
@@ -264,9 +310,6 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 
 // open finds a table file's object and reads its index.
 func (s *storeTier) open(ctx context.Context, name string, appendix bool) (*table, error) {
-	if t := s.openLocal(name, appendix); t != nil {
-		return t, nil
-	}
 	key, size, err := s.mdb.ResolveTable(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -434,4 +477,29 @@ func (snap *snapshot) find(a addr.Addr) (*table, tablefile.Entry, bool) {
 		}
 	}
 	return nil, tablefile.Entry{}, false
+}
+
+// localSnapshot returns a snapshot of just the local copies when the
+// database is still loading and they hold every address asked for, so
+// those reads need not wait for the other files' indexes; else nil.
+func (s *storeTier) localSnapshot(ctx context.Context, want []addr.Addr, ks []int) *snapshot {
+	if s.c.opts.LocalDir == "" {
+		return nil
+	}
+	s.mu.Lock()
+	loaded := s.cur != nil
+	s.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	snap := &snapshot{tables: s.localTables(ctx)}
+	if len(snap.tables) == 0 {
+		return nil
+	}
+	for _, k := range ks {
+		if _, _, ok := snap.find(want[k]); !ok {
+			return nil
+		}
+	}
+	return snap
 }
