@@ -55,13 +55,14 @@ func TestSQLCommands(t *testing.T) {
 		"SELECT Lang, count(*), sum(length(Text)) FROM sentences GROUP BY Lang ORDER BY Lang",
 		"SELECT SentenceId, length(Text) FROM sentences ORDER BY length(Text) DESC, SentenceId LIMIT 5",
 	}
-	svc := startService(t, storeURL, t.TempDir())
+	cacheDir := t.TempDir()
+	svc := startService(t, storeURL, cacheDir)
 	for _, q := range queries {
 		want := mustChunkd(t, "sql", "--file", v2, "-q", q, "--format", "csv")
 		if strings.Count(want, "\n") < 2 {
 			t.Fatalf("query %q returned nothing on the local file", q)
 		}
-		for _, extra := range [][]string{nil, {"--service", svc.http}, {"--service", "grpc://" + svc.grpcAddr}} {
+		for _, extra := range [][]string{nil, {"--service", svc.http}, {"--service", "grpc://" + svc.grpcAddr}, {"--service", svc.http, "--service-dir", cacheDir}} {
 			args := append([]string{"sql", "--store", storeURL, "--db", "s", "-q", q, "--format", "csv"}, extra...)
 			if got := mustChunkd(t, args...); got != want {
 				t.Fatalf("%v: results differ from the local file", extra)
