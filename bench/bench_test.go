@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,11 +21,19 @@ func TestSuites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every benchmark suite")
 	}
+	// The suites that run "chunkd serve" children share one build of it.
+	binary := filepath.Join(t.TempDir(), "chunkd")
+	if msg, err := exec.Command("go", "build", "-o", binary, "github.com/chunkd/chunkd/cmd/chunkd").CombinedOutput(); err != nil {
+		t.Fatalf("go build chunkd: %v\n%s", err, msg)
+	}
 	for _, s := range Suites() {
 		t.Run(s.Name(), func(t *testing.T) {
+			if s.Name() == "sysbench" || s.Name() == "title5" {
+				t.Setenv(StoreDirectEnv, "1") // cover the optional path too
+			}
 			out := t.TempDir()
 			var log strings.Builder
-			cfg := Config{Out: out, Scale: scaleTiny, Runs: 2, RTT: 2 * time.Millisecond, Log: &logWriter{t}}
+			cfg := Config{Out: out, Scale: scaleTiny, Runs: 2, RTT: 2 * time.Millisecond, Binary: binary, Log: &logWriter{t}}
 			start := time.Now()
 			rep, err := Run(context.Background(), s.Name(), cfg)
 			if err != nil {
@@ -32,7 +41,45 @@ func TestSuites(t *testing.T) {
 			}
 			t.Logf("%s took %s", s.Name(), time.Since(start).Round(time.Millisecond))
 			checkReport(t, out, rep)
+			checkSuiteReport(t, out, rep)
 		})
+	}
+}
+
+// suiteReportWants are strings a suite's report.md must hold besides the
+// common ones: its own tables and paths.
+var suiteReportWants = map[string][]string{
+	"sql": {"The seed's table", "| cache service, warm |", "| object store directly |", "### point-lookup-each",
+		"Where the pages came from", "hit_ratio"},
+	"sysbench": {"reads_mean_multiplier", "| oltp_point_select |", "| index_join_scan |", "| types_table_scan |",
+		"Where the pages came from", "`store-direct`", "hit_ratio"},
+	"title5": {"| threads |", "tps", "Where the pages came from", "`store-direct`", "hit_ratio"},
+}
+
+// checkSuiteReport checks a suite's own parts of its report: every path
+// measured in every case, and its own tables (metrics.csv for the names
+// ending in a metric).
+func checkSuiteReport(t *testing.T, out string, rep *Report) {
+	t.Helper()
+	wants, ok := suiteReportWants[rep.Suite]
+	if !ok {
+		return
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	metrics, _ := os.ReadFile(filepath.Join(out, "metrics.csv"))
+	for _, w := range wants {
+		in := md
+		if w == "hit_ratio" {
+			in = metrics
+		}
+		if !strings.Contains(string(in), w) {
+			t.Errorf("%s report lacks %q:\n%s", rep.Suite, w, md)
+		}
+	}
+	for _, cs := range rep.cases() {
+		if got, want := len(rep.paths(cs)), len(rep.paths(rep.cases()[0])); got != want {
+			t.Errorf("%s case %s has %d paths, the first case %d", rep.Suite, cs, got, want)
+		}
 	}
 }
 
@@ -184,7 +231,7 @@ func TestRegistry(t *testing.T) {
 	for _, s := range Suites() {
 		names = append(names, s.Name())
 	}
-	for _, want := range []string{"bigdata", "chunks", "disk"} {
+	for _, want := range []string{"bigdata", "chunks", "disk", "sql", "sysbench", "title5"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("suite %s not registered: %v", want, names)
 		}

@@ -1,0 +1,364 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/gen"
+	"github.com/dustin/go-humanize"
+)
+
+func init() { Register(sqlSuite{}) }
+
+// sqlSuite is the seed article's measurement, generalised: SQL queries on
+// a SQLite database through the local file, the object store directly,
+// and the cache service cold and warm, each as a fresh process would run
+// them ("chunkd sql"), wall time against the local file.
+type sqlSuite struct{}
+
+func (sqlSuite) Name() string { return "sql" }
+func (sqlSuite) Synopsis() string {
+	return "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"
+}
+
+const sqlDBName = "sentences"
+
+// sqlQuery is one query of the suite.
+type sqlQuery struct {
+	cs    string // the case
+	title string
+	sql   string
+	each  bool // run once per id of the run's lookups (point lookups)
+}
+
+// sqlPath is one way to the pages, as the seed's table names it.
+type sqlPath struct {
+	name, title string
+}
+
+var sqlPaths = []sqlPath{
+	{pathLocal, "local file"},
+	{pathStoreDirect, "object store directly"},
+	{pathCold, "cache service, cold"},
+	{pathWarm, "cache service, warm"},
+}
+
+// sqlResult is one query run on one path.
+type sqlResult struct {
+	took    time.Duration // open and query, as the process would see it
+	query   time.Duration // the query part alone (point lookups: all of them)
+	rows    int
+	lats    []time.Duration // each point lookup
+	stats   client.Stats
+	pages   int64
+	fetched time.Duration // cold: when the service had the appendix, after its start
+}
+
+func (sqlSuite) Run(ctx context.Context, r *Runner) error {
+	cfg := r.Config
+	rep := r.Report
+	rep.Baseline = pathLocal
+	rep.ThreadsLabel = "clients"
+	rep.ThroughputUnit = "runs/s"
+	sentences := pick(cfg.Scale, 10_000, 160_000, 1_250_000)
+	translations := 2 * sentences
+	lookups := pick(cfg.Scale, 20, 200, 1000)
+	if cfg.Count > 0 {
+		lookups = cfg.Count
+	}
+	rtt := cfg.RTT
+	if rtt <= 0 {
+		rtt = 30 * time.Millisecond
+	}
+	queries := []sqlQuery{
+		{cs: "seed-join", title: "seed join", sql: gen.SeedQuery},
+		{cs: "point-lookups", title: fmt.Sprintf("%d point lookups", lookups), sql: "SELECT Text FROM sentences WHERE SentenceId = ?", each: true},
+		{cs: "aggregate", title: "aggregate", sql: "SELECT Lang, count(*) FROM sentences GROUP BY Lang"},
+	}
+
+	ds, err := prepareSQLDataset(ctx, r, fmt.Sprintf("sentences-%d-%d.sqlite", sentences, translations), sqlDBName, rtt, func(path string) error {
+		return gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: translations, Seed: 1})
+	})
+	if err != nil {
+		return err
+	}
+	defer ds.close()
+	binary, how, err := serviceBinary(ctx, r)
+	if err != nil {
+		return err
+	}
+	rep.Env.Set("data set", "%s", ds.describe(fmt.Sprintf("gen.Sentences, %d sentences and %d translations, seed 1", sentences, translations)))
+	rep.Env.Set("store", "local folder (file://) %s; the client (store-direct) and the service read it through an emulated round trip of %s per request (store.WithLatency; no bandwidth limit)", ds.storeDir, rtt)
+	rep.Env.Set("service", "%s; a new one per query and run, with an empty cache dir under %s", serviceArgsNote(r, binary, how), cfg.CacheDir)
+	rep.Env.Set("client", "a new client and SQLite connection per query and run, as a new `chunkd sql` process would open: memory tier 256 MiB (empty), read-ahead 64 pages, SQLite's default page cache (2000 KiB); wall time from opening the client to the last row")
+	rep.Env.Set("queries", "%s", strings.Join(func() []string {
+		var s []string
+		for _, q := range queries {
+			s = append(s, fmt.Sprintf("%s: `%s`", q.title, strings.TrimSuffix(q.sql, ";")))
+		}
+		return s
+	}(), "; "))
+
+	type key struct{ cs, path string }
+	results := map[key][]sqlResult{}
+	svcDir := filepath.Join(cfg.CacheDir, "chunkd-bench-sql")
+	for run := 1; run <= cfg.Runs; run++ {
+		// The same random ids for every path of a run.
+		rng := rand.New(rand.NewPCG(uint64(run), 0x5e1ec7))
+		ids := make([]int64, lookups)
+		for i := range ids {
+			ids[i] = rng.Int64N(int64(sentences)) + 1
+		}
+		for _, q := range queries {
+			var local sqlResult
+			measure := func(path string, open func() (*sqlDB, error)) (sqlResult, error) {
+				res, err := runSQLQuery(ctx, q, ids, open)
+				if err != nil {
+					return res, fmt.Errorf("%s on %s, run %d: %w", q.cs, path, run, err)
+				}
+				if path != pathLocal && res.rows != local.rows {
+					return res, fmt.Errorf("%s on %s, run %d: %d rows, the local file gave %d: %w", q.cs, path, run, res.rows, local.rows, errRows)
+				}
+				results[key{q.cs, path}] = append(results[key{q.cs, path}], res)
+				r.Logf("sql: run %d/%d %-13s %-12s %9s  %d rows", run, cfg.Runs, q.cs, path, fmtWall(us(res.took)), res.rows)
+				return res, nil
+			}
+			if local, err = measure(pathLocal, func() (*sqlDB, error) { return openLocalDB(ds.file, nil) }); err != nil {
+				return err
+			}
+			if _, err := measure(pathStoreDirect, func() (*sqlDB, error) {
+				return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, log: cfg.Log})
+			}); err != nil {
+				return err
+			}
+			// A fresh service: the first query after its start, while it
+			// reads through and downloads; then, with the appendix on its
+			// disk, a fresh client again.
+			svc, err := startSQLService(ctx, r, binary, ds.storeURL, svcDir)
+			if err != nil {
+				return err
+			}
+			viaService := func() (*sqlDB, error) {
+				return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, log: cfg.Log})
+			}
+			_, err = measure(pathCold, viaService)
+			if err == nil {
+				var fetched time.Duration
+				if fetched, err = svc.waitAppendix(ctx, ds.db, 10*time.Minute); err == nil {
+					k := key{q.cs, pathCold}
+					results[k][len(results[k])-1].fetched = fetched
+					_, err = measure(pathWarm, viaService)
+				}
+			}
+			if serr := svc.stop(cfg.Keep); err == nil && serr != nil {
+				rep.Notef("A service did not stop cleanly: %v", serr)
+			}
+			if err != nil {
+				return fmt.Errorf("%w\nservice log:\n%s", err, svc.tail(10))
+			}
+		}
+	}
+
+	// Results: one row per query and path, each run one operation.
+	for _, q := range queries {
+		for _, p := range sqlPaths {
+			var st, each []Stats
+			for _, res := range results[key{q.cs, p.name}] {
+				st = append(st, oneShot(res.took))
+				if q.each {
+					lat := sorted(res.lats)
+					each = append(each, Sample{Lat: lat, Elapsed: res.query}.Stats())
+					rep.Samples("point-lookup-each", p.name, 1, res.lats)
+				}
+			}
+			rep.Add(Summarize("sql", q.cs, p.name, 1, st))
+			if q.each {
+				rep.Add(Summarize("sql", "point-lookup-each", p.name, 1, each))
+			}
+		}
+	}
+
+	// The seed's table: wall time per path, and the multiple of local's.
+	var b strings.Builder
+	b.WriteString("Queries on a SQLite database of the seed's shape (Tatoeba-like sentences and translations), each run as a new `chunkd sql` process would: " +
+		"open a client, read the manifest, root and page map, then run the query, all timed. Paths:\n\n" +
+		"- `local`: the SQLite file on local disk (through the same VFS, page by page with pread; the file is in the OS page cache): the baseline.\n" +
+		fmt.Sprintf("- `store-direct`: no service; the client reads the store itself, every request paying the emulated round trip (%s).\n", rtt) +
+		"- `service-cold`: a `chunkd serve` just started with an empty cache dir: the first query after its start, while it reads through from the store and downloads the appendix file.\n" +
+		"- `service-warm`: the same service once the appendix file is on its disk; a fresh client (nothing in its memory).\n\n" +
+		"Cases: `seed-join` is the seed article's query; `point-lookups` looks up random sentence ids one at a time (the same ids on every path of a run), timed as a whole; " +
+		"`point-lookup-each` is the latency of each of those lookups (the first ones pay for the b-tree's upper pages); `aggregate` scans the sentences table.\n\n")
+	b.WriteString("**The seed's table** (wall time, median over runs; × is the multiple of the local file's):\n\n")
+	b.WriteString("| path |")
+	for _, q := range queries {
+		fmt.Fprintf(&b, " %s | × local |", q.title)
+	}
+	b.WriteString("\n|---|")
+	for range queries {
+		b.WriteString("--:|--:|")
+	}
+	b.WriteString("\n")
+	for _, p := range sqlPaths {
+		fmt.Fprintf(&b, "| %s |", p.title)
+		for _, q := range queries {
+			res, ok := rep.find(q.cs, p.name, 1)
+			base, bok := rep.find(q.cs, pathLocal, 1)
+			if !ok || !bok {
+				b.WriteString(" | |")
+				continue
+			}
+			fmt.Fprintf(&b, " %s | %s |", fmtWall(res.P50US), ratio(res.P50US, base.P50US))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	b.WriteString("The same without the open (the query alone, after the client has read the manifest, root and page map; median over runs):\n\n| path |")
+	for _, q := range queries {
+		fmt.Fprintf(&b, " %s | × local |", q.title)
+	}
+	b.WriteString("\n|---|")
+	for range queries {
+		b.WriteString("--:|--:|")
+	}
+	b.WriteString("\n")
+	queryOnly := func(cs, path string) float64 {
+		var xs []float64
+		for _, res := range results[key{cs, path}] {
+			xs = append(xs, us(res.query))
+		}
+		return median(xs)
+	}
+	for _, p := range sqlPaths {
+		fmt.Fprintf(&b, "| %s |", p.title)
+		for _, q := range queries {
+			v, base := queryOnly(q.cs, p.name), queryOnly(q.cs, pathLocal)
+			if v == 0 || base == 0 {
+				b.WriteString(" | |")
+				continue
+			}
+			fmt.Fprintf(&b, " %s | %s |", fmtWall(v), ratio(v, base))
+			rep.Metric(q.cs, p.name, 1, "query_only_us", v)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	rep.Intro = b.String()
+
+	// Tiers per path: the last run's client counters, and medians of the
+	// figures over runs in metrics.csv.
+	var t strings.Builder
+	t.WriteString("What each path's client read, and from where (the last run; client.Stats). Pages read are SQLite's page-cache misses, through the VFS.\n\n")
+	t.WriteString("| query | path | wall time | pages read |" + strings.TrimPrefix(tierTableHeader, "| pages read per op |") + " service requests | store reads | store bytes read |\n")
+	t.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, q := range queries {
+		for _, p := range sqlPaths {
+			rs := results[key{q.cs, p.name}]
+			if len(rs) == 0 {
+				continue
+			}
+			last := rs[len(rs)-1]
+			var sp tierSplit
+			sp.add(last.stats, last.pages, 1)
+			cells := sp.row(p.name == pathLocal)
+			cells = cells[strings.Index(cells, "|")+1:] // drop pages per op: one op
+			st := last.stats
+			svcReq, stReq, stBytes := "–", "–", "–"
+			if p.name != pathLocal {
+				svcReq, stReq, stBytes = fmt.Sprint(st.Service.Requests), fmt.Sprint(st.Store.Requests), humanize.IBytes(uint64(st.StoreReadBytes))
+			}
+			fmt.Fprintf(&t, "| %s | %s | %s | %d |%s %s | %s | %s |\n", q.cs, p.name, fmtWall(us(last.took)), last.pages, cells, svcReq, stReq, stBytes)
+			var pagesRuns, svcRuns, storeRuns []float64
+			for _, x := range rs {
+				pagesRuns = append(pagesRuns, float64(x.pages))
+				svcRuns = append(svcRuns, float64(x.stats.Service.Requests))
+				storeRuns = append(storeRuns, float64(x.stats.Store.Requests))
+			}
+			rep.Metric(q.cs, p.name, 1, "pages_read", median(pagesRuns))
+			if p.name != pathLocal {
+				rep.Metric(q.cs, p.name, 1, "service_requests", median(svcRuns))
+				rep.Metric(q.cs, p.name, 1, "store_requests", median(storeRuns))
+				sp.metrics(rep, q.cs, p.name, 1)
+			}
+		}
+	}
+	t.WriteString("\nThe client's own summary, last run:\n\n")
+	for _, q := range queries {
+		for _, p := range sqlPaths[1:] {
+			if rs := results[key{q.cs, p.name}]; len(rs) > 0 {
+				fmt.Fprintf(&t, "- %s, %s: %s\n", q.cs, p.name, rs[len(rs)-1].stats)
+			}
+		}
+	}
+	rep.Section("Where the pages came from", t.String())
+
+	var fetched []float64
+	var cold []float64
+	for _, q := range queries {
+		for _, res := range results[key{q.cs, pathCold}] {
+			fetched = append(fetched, float64(res.fetched.Milliseconds()))
+			cold = append(cold, float64(res.took.Milliseconds()))
+		}
+	}
+	if len(fetched) > 0 {
+		rep.Env.Set("cold service's download", "the appendix file (%s) was on the service's disk a median %.0f ms after the service started (cold queries took a median %.0f ms)",
+			humanize.IBytes(uint64(ds.imp.AppendixBytes)), median(fetched), median(cold))
+	}
+	rep.Notef("The emulated store adds a round trip to every request but no bandwidth limit, so a cold service downloads the whole appendix file (%s) within about one round trip and local disk time: "+
+		"the cold path is optimistic next to S3, where a download of that size takes longer and more of a cold query reads through from the store.", humanize.IBytes(uint64(ds.imp.AppendixBytes)))
+	rep.Notef("Every path opens a new client and SQLite connection per query and run, so nothing is in the client's memory or SQLite's page cache at the start; the local file and the service's downloaded file are in the OS page cache (the file was just written).")
+	rep.Notef("The warm path still reads the manifest from the store (one round trip of %s) before the service can be asked for the root: a new `chunkd sql` process pays it too.", rtt)
+	return nil
+}
+
+// runSQLQuery opens the database with open and runs q (for point lookups,
+// once per id), timing it all.
+func runSQLQuery(ctx context.Context, q sqlQuery, ids []int64, open func() (*sqlDB, error)) (sqlResult, error) {
+	var res sqlResult
+	start := time.Now()
+	d, err := open()
+	if err != nil {
+		return res, err
+	}
+	defer d.close()
+	d.SetMaxOpenConns(1)
+	qstart := time.Now()
+	if q.each {
+		st, err := d.PrepareContext(ctx, q.sql)
+		if err != nil {
+			return res, d.QueryError(err)
+		}
+		defer st.Close()
+		res.lats = make([]time.Duration, 0, len(ids))
+		for _, id := range ids {
+			t0 := time.Now()
+			rows, err := st.QueryContext(ctx, id)
+			if err != nil {
+				return res, d.QueryError(err)
+			}
+			n, err := drain(rows)
+			if err != nil {
+				return res, d.QueryError(err)
+			}
+			res.lats = append(res.lats, time.Since(t0))
+			res.rows += n
+		}
+	} else {
+		rows, err := d.QueryContext(ctx, q.sql)
+		if err != nil {
+			return res, d.QueryError(err)
+		}
+		if res.rows, err = drain(rows); err != nil {
+			return res, d.QueryError(err)
+		}
+	}
+	res.took = time.Since(start)
+	res.query = time.Since(qstart)
+	res.stats = d.stats()
+	res.pages = d.PageReads()
+	return res, nil
+}

@@ -1,0 +1,476 @@
+package bench
+
+// Helpers of the SQL suites (sql, sysbench, title5): a generated SQLite
+// file imported into a folder store, a "chunkd serve" child over that
+// store with an emulated round trip, and the paths a query can take to the
+// pages: the local file, the store directly, the service.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/sqlitevfs"
+	"github.com/chunkd/chunkd/store"
+	"github.com/dustin/go-humanize"
+)
+
+// StoreDirectEnv, set to 1 (or true), adds the store-direct path to the
+// sysbench and title5 suites: a client reading the store itself, with the
+// emulated round trip, and no service. (The sql suite always measures it.)
+// It stands in for a --store-direct flag until "chunkd bench" has one.
+const StoreDirectEnv = "CHUNKD_BENCH_STORE_DIRECT"
+
+func storeDirectWanted() bool {
+	v, _ := strconv.ParseBool(os.Getenv(StoreDirectEnv))
+	return v
+}
+
+// Path names of the SQL suites.
+const (
+	pathLocal       = "local"
+	pathStoreDirect = "store-direct"
+	pathService     = "service"
+	pathServiceMem  = "service-mem"
+	pathCold        = "service-cold"
+	pathWarm        = "service-warm"
+)
+
+// sqlDataset is a generated SQLite file and its import into a folder
+// store.
+type sqlDataset struct {
+	file     string
+	fileSize int64
+	db       string
+	storeDir string
+	plain    store.Store // the folder store, no latency (imports)
+	far      store.Store // the same with the emulated round trip
+	storeURL string      // far, as a child process opens it
+	rtt      time.Duration
+	imp      *sqlitevfs.ImportResult
+	genTook  time.Duration
+	reused   bool
+}
+
+// prepareSQLDataset generates file name in the work dir with gen (unless
+// it is there from a kept earlier run) and imports it, with an appendix
+// file, as database db of a new folder store.
+func prepareSQLDataset(ctx context.Context, r *Runner, name, db string, rtt time.Duration, gen func(path string) error) (*sqlDataset, error) {
+	ds := &sqlDataset{file: filepath.Join(r.WorkDir, name), db: db, rtt: rtt}
+	if fi, err := os.Stat(ds.file); err == nil && fi.Size() > 0 {
+		ds.reused = true
+		r.Logf("reusing %s", ds.file)
+	} else {
+		r.Logf("generating %s", ds.file)
+		start := time.Now()
+		if err := gen(ds.file); err != nil {
+			return nil, fmt.Errorf("generate %s: %w", name, err)
+		}
+		ds.genTook = time.Since(start)
+	}
+	fi, err := os.Stat(ds.file)
+	if err != nil {
+		return nil, err
+	}
+	ds.fileSize = fi.Size()
+	ds.storeDir = filepath.Join(r.WorkDir, "store-"+db)
+	os.RemoveAll(ds.storeDir)
+	if ds.plain, err = store.Open(ctx, ds.storeDir); err != nil {
+		return nil, err
+	}
+	r.Logf("importing %s (%s) into %s", name, humanize.IBytes(uint64(ds.fileSize)), ds.storeDir)
+	ds.imp, err = sqlitevfs.Import(ctx, ds.plain, ds.file, sqlitevfs.ImportOptions{DB: db, Message: "chunkd bench", Appendix: true})
+	if err != nil {
+		ds.plain.Close()
+		return nil, err
+	}
+	ds.far = store.WithLatency(ds.plain, rtt, 0)
+	ds.storeURL = "file://" + ds.storeDir
+	if rtt > 0 {
+		ds.storeURL += "?latency=" + rtt.String()
+	}
+	return ds, nil
+}
+
+func (ds *sqlDataset) close() { ds.plain.Close() }
+
+// describe is the data set's line in the environment block.
+func (ds *sqlDataset) describe(what string) string {
+	s := fmt.Sprintf("%s: %s SQLite file, %d pages of %d bytes; imported as database %q with an appendix file (%s), version %s",
+		what, humanize.IBytes(uint64(ds.fileSize)), ds.imp.Pages, ds.imp.PageSize, ds.db, humanize.IBytes(uint64(ds.imp.AppendixBytes)), ds.imp.Root)
+	if ds.reused {
+		s += "; file reused from an earlier run (--keep)"
+	} else {
+		s += fmt.Sprintf("; generated in %s", ds.genTook.Round(time.Millisecond))
+	}
+	return s
+}
+
+// sqlDB is a database open on one path.
+type sqlDB struct {
+	*sqlitevfs.DB
+	c *client.Client // nil for the local file
+}
+
+func (d *sqlDB) close() {
+	d.DB.Close()
+	if d.c != nil {
+		d.c.Close()
+	}
+}
+
+// stats returns the client's counters (zero for the local file).
+func (d *sqlDB) stats() client.Stats {
+	if d.c == nil {
+		return client.Stats{}
+	}
+	return d.c.Stats()
+}
+
+// openLocalDB opens the local file through the same VFS as the other
+// paths (page by page with pread), so they differ only in where pages
+// come from.
+func openLocalDB(file string, o *sqlitevfs.Options) (*sqlDB, error) {
+	d, err := sqlitevfs.OpenFile(file, o)
+	if err != nil {
+		return nil, err
+	}
+	return &sqlDB{DB: d}, nil
+}
+
+// tierOpts say how a chunkd path opens the database.
+type tierOpts struct {
+	store   store.Store // as the client sees it (with the emulated round trip)
+	db      string
+	service string // the service's URL; "" reads the store directly
+	mem     int64  // the client's memory tier: 0 its default (256 MiB), < 0 none
+	prewarm bool   // read every page into the memory tier before opening
+	sqlite  *sqlitevfs.Options
+	log     io.Writer // the client's warnings
+}
+
+// openTierDB opens the head version through a new client, as a new
+// "chunkd sql" process would (manifest, root, page map, then pages).
+func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
+	logger := slog.New(slog.NewTextHandler(o.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := client.Open(ctx, client.Options{Store: o.store, DB: o.db, Service: o.service, MemBytes: o.mem, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	root, err := sqlitevfs.Head(ctx, c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if o.prewarm {
+		if err := prewarm(ctx, c, root); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	d, err := sqlitevfs.OpenVersion(ctx, c, root, sqlitevfs.PagesOptions{}, o.sqlite)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &sqlDB{DB: d, c: c}, nil
+}
+
+// prewarm reads every page of version root through c, so that its memory
+// tier holds as many as fit.
+func prewarm(ctx context.Context, c *client.Client, root addr.Addr) error {
+	p, err := sqlitevfs.OpenPages(ctx, c, root, sqlitevfs.PagesOptions{})
+	if err != nil {
+		return err
+	}
+	const batch = 4096
+	n := p.PageCount()
+	for first := int64(1); first <= n; first += batch {
+		var as []addr.Addr
+		for i := first; i < first+batch && i <= n; i++ {
+			a, _ := p.PageAddr(i)
+			as = append(as, a)
+		}
+		if err := c.GetMany(ctx, as, func(int, []byte) error { return nil }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain reads every row and column of rows, as a client of a server
+// would receive them, and returns the row count.
+func drain(rows *sql.Rows) (int, error) {
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return 0, err
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, rows.Err()
+}
+
+// sqlService is a "chunkd serve" child process over a data set's store.
+type sqlService struct {
+	*child
+	cacheDir string
+	hc       *http.Client
+	started  time.Time
+}
+
+// startSQLService starts a service with an empty cache dir over the
+// store at storeURL (with its emulated round trip), and waits until it
+// is ready.
+func startSQLService(ctx context.Context, r *Runner, binary, storeURL, cacheDir string) (*sqlService, error) {
+	os.RemoveAll(cacheDir)
+	args := []string{"serve", "--store", storeURL, "--cache-dir", cacheDir, "--listen", "127.0.0.1:0", "--grpc-listen", "",
+		"--fsync=" + strconv.FormatBool(r.Config.Fsync), "--log-level", "info"}
+	if r.Config.MemBytes > 0 {
+		args = append(args, "--mem", strconv.FormatInt(r.Config.MemBytes, 10))
+	}
+	start := time.Now()
+	c, err := startChild(ctx, binary, args, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &sqlService{child: c, cacheDir: cacheDir, started: start,
+		hc: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
+	if err := waitReady(ctx, s.hc, s.url+"/readyz", 30*time.Second); err != nil {
+		s.stop(false)
+		return nil, err
+	}
+	return s, nil
+}
+
+// serviceArgsNote describes how the SQL suites run the service.
+func serviceArgsNote(r *Runner, binary, how string) string {
+	mem := "its default --mem 256MiB"
+	if r.Config.MemBytes > 0 {
+		mem = "--mem " + humanize.IBytes(uint64(r.Config.MemBytes))
+	}
+	return fmt.Sprintf("child process `%s serve` (%s) on loopback HTTP, gRPC off, %s, --fsync=%v, its store the same folder with the emulated round trip; clients in the bench process",
+		binary, how, mem, r.Config.Fsync)
+}
+
+// waitAppendix waits until the service has the database's appendix file
+// on disk, and returns how long after the service started that was.
+func (s *sqlService) waitAppendix(ctx context.Context, db string, timeout time.Duration) (time.Duration, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+api.DBPath(db), nil)
+		resp, err := s.hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		var info api.DBInfo
+		if resp.StatusCode == http.StatusOK {
+			err = json.NewDecoder(resp.Body).Decode(&info)
+		} else {
+			err = api.ReadError(resp)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range info.Tables {
+			if t.Appendix && t.State == api.StateCached {
+				return time.Since(s.started), nil
+			}
+		}
+		if exited, werr := s.exited(); exited {
+			return 0, fmt.Errorf("the service exited (%v):\n%s", werr, s.tail(20))
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the service did not download the appendix file of %s in %s", db, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends the service and removes its cache dir unless keep.
+func (s *sqlService) stop(keep bool) error {
+	err := s.child.stop()
+	s.hc.CloseIdleConnections()
+	if !keep {
+		os.RemoveAll(s.cacheDir)
+	}
+	return err
+}
+
+// warmService starts a service over ds, has it download the appendix (a
+// first client reads the version's root and page map through it, which
+// misses), and waits for the download.
+func warmService(ctx context.Context, r *Runner, binary string, ds *sqlDataset, cacheDir string) (*sqlService, time.Duration, error) {
+	svc, err := startSQLService(ctx, r, binary, ds.storeURL, cacheDir)
+	if err != nil {
+		return nil, 0, err
+	}
+	d, err := openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, log: r.Config.Log})
+	if err != nil {
+		svc.stop(false)
+		return nil, 0, fmt.Errorf("first read through the service: %w", err)
+	}
+	d.close()
+	took, err := svc.waitAppendix(ctx, ds.db, 10*time.Minute)
+	if err != nil {
+		svc.stop(false)
+		return nil, 0, err
+	}
+	return svc, took, nil
+}
+
+// tierSplit is where the pages a path read came from, from the client's
+// counters: chunks served per tier.
+type tierSplit struct {
+	ops        int64
+	pageReads  int64 // pages SQLite read through the VFS (its cache misses)
+	mem        int64 // the client's memory tier
+	svcMem     int64 // the service, from its memory
+	svcDisk    int64 // the service, from a file on its disk
+	svcPartial int64 // the service, from a file still downloading
+	svcStore   int64 // the service, read through from the store
+	store      int64 // the store, read by the client itself
+	hedged     int64
+	svcErrors  int64
+}
+
+func (t *tierSplit) add(st client.Stats, pages, ops int64) {
+	t.ops += ops
+	t.pageReads += pages
+	t.mem += st.Memory.Chunks
+	t.svcMem += st.ServiceTiers.Memory
+	t.svcDisk += st.ServiceTiers.Disk
+	t.svcPartial += st.ServiceTiers.Partial
+	t.svcStore += st.ServiceTiers.Store + st.ServiceTiers.Other
+	t.store += st.Store.Chunks
+	t.hedged += st.Hedged
+	t.svcErrors += st.ServiceErrors
+}
+
+func (t tierSplit) chunks() int64 {
+	return t.mem + t.svcMem + t.svcDisk + t.svcPartial + t.svcStore + t.store
+}
+
+// pct is n as a share of the chunks served, in percent ("–" for none).
+func (t tierSplit) pct(n int64) string {
+	c := t.chunks()
+	if c == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(float64(n)/float64(c)*100, 'f', 1, 64) + "%"
+}
+
+// perOp is x per operation.
+func (t tierSplit) perOp(x int64) string {
+	if t.ops == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(float64(x)/float64(t.ops), 'f', 2, 64)
+}
+
+const tierTableHeader = "| pages read per op | client memory | service memory | service disk | service partial | service → store | store | hedged | service errors |"
+
+// row renders the tier table's cells (after the leading columns).
+func (t tierSplit) row(local bool) string {
+	if local {
+		return fmt.Sprintf(" %s | – | – | – | – | – | – | – | – |", t.perOp(t.pageReads))
+	}
+	return fmt.Sprintf(" %s | %s | %s | %s | %s | %s | %s | %d | %d |", t.perOp(t.pageReads),
+		t.pct(t.mem), t.pct(t.svcMem), t.pct(t.svcDisk), t.pct(t.svcPartial), t.pct(t.svcStore), t.pct(t.store), t.hedged, t.svcErrors)
+}
+
+// metrics records the split in metrics.csv.
+func (t tierSplit) metrics(rep *Report, cs, path string, threads int) {
+	if t.ops > 0 {
+		rep.Metric(cs, path, threads, "page_reads_per_op", float64(t.pageReads)/float64(t.ops))
+	}
+	c := float64(t.chunks())
+	if c == 0 {
+		return
+	}
+	for _, x := range []struct {
+		name string
+		n    int64
+	}{{"client_memory", t.mem}, {"service_memory", t.svcMem}, {"service_disk", t.svcDisk},
+		{"service_partial", t.svcPartial}, {"service_store", t.svcStore}, {"store", t.store}} {
+		rep.Metric(cs, path, threads, "hit_ratio_"+x.name, float64(x.n)/c)
+	}
+}
+
+// fmtMS renders microseconds as milliseconds, with the precision Dolt's
+// tables use for their sizes of figures.
+func fmtMS(us float64) string {
+	ms := us / 1000
+	switch {
+	case ms < 1:
+		return strconv.FormatFloat(ms, 'f', 3, 64)
+	case ms < 100:
+		return strconv.FormatFloat(ms, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(ms, 'f', 0, 64)
+}
+
+// fmtWall renders a wall time for the seed's table.
+func fmtWall(us float64) string {
+	d := time.Duration(us * float64(time.Microsecond))
+	switch {
+	case d < 10*time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(100 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// oneShot is the Stats of one operation that took d: how the SQL suites
+// record a query run once per run.
+func oneShot(d time.Duration) Stats {
+	st := Stats{Count: 1, Mean: d, P50: d, P95: d, P99: d}
+	if d > 0 {
+		st.Throughput = 1 / d.Seconds()
+	}
+	return st
+}
+
+// errRows is a row-count mismatch between paths: a wrong answer.
+var errRows = errors.New("row counts differ between paths")
+
+// joinNonEmpty joins the non-empty parts.
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, sep)
+}
