@@ -64,7 +64,7 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 	rep := r.Report
 	rep.Baseline = pathLocal
 	rep.ThreadsLabel = "clients"
-	rep.ThroughputUnit = "runs/s"
+	rep.ThroughputUnit = "ops/s"
 	sentences := pick(cfg.Scale, 10_000, 160_000, 1_250_000)
 	translations := 2 * sentences
 	lookups := pick(cfg.Scale, 20, 200, 1000)
@@ -192,7 +192,8 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 		"- `service-cold`: a `chunkd serve` just started with an empty cache dir: the first query after its start, while it reads through from the store and downloads the appendix file.\n" +
 		"- `service-warm`: the same service once the appendix file is on its disk; a fresh client (nothing in its memory).\n\n" +
 		"Cases: `seed-join` is the seed article's query; `point-lookups` looks up random sentence ids one at a time (the same ids on every path of a run), timed as a whole; " +
-		"`point-lookup-each` is the latency of each of those lookups (the first ones pay for the b-tree's upper pages); `aggregate` scans the sentences table.\n\n")
+		"`point-lookup-each` is the latency of each of those lookups (the first ones pay for the b-tree's upper pages); `aggregate` scans the sentences table. " +
+		"In the case tables an operation is one run of a query as a whole (one lookup in `point-lookup-each`), so ops/s is runs (lookups) per second.\n\n")
 	b.WriteString("**The seed's table** (wall time, median over runs; × is the multiple of the local file's):\n\n")
 	b.WriteString("| path |")
 	for _, q := range queries {
