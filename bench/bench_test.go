@@ -28,12 +28,10 @@ func TestSuites(t *testing.T) {
 	}
 	for _, s := range Suites() {
 		t.Run(s.Name(), func(t *testing.T) {
-			if s.Name() == "sysbench" || s.Name() == "title5" {
-				t.Setenv(StoreDirectEnv, "1") // cover the optional path too
-			}
 			out := t.TempDir()
 			var log strings.Builder
-			cfg := Config{Out: out, Scale: scaleTiny, Runs: 2, RTT: 2 * time.Millisecond, Binary: binary, Log: &logWriter{t}}
+			cfg := Config{Out: out, Scale: scaleTiny, Runs: 2, RTT: 2 * time.Millisecond, Binary: binary, Log: &logWriter{t},
+				StoreDirect: true} // cover the optional path of sysbench and title5 too
 			start := time.Now()
 			rep, err := Run(context.Background(), s.Name(), cfg)
 			if err != nil {

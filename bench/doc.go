@@ -4,12 +4,16 @@
 //	chunkd bench disk    --scale small --out /tmp/bench-disk
 //	chunkd bench chunks  --scale small --out /tmp/bench-chunks
 //	chunkd bench bigdata --scale small --out /tmp/bench-bigdata
+//	chunkd bench sql     --scale small --out /tmp/bench-sql
+//	chunkd bench sysbench --scale small --out /tmp/bench-sysbench
+//	chunkd bench title5  --scale small --out /tmp/bench-title5
 //	chunkd bench -h      # every flag, and the registered suites
 //
 // (or "go run ./cmd/chunkd bench ..." from the repository). --scale small
 // finishes in a few minutes on 2 cores and is what CI's smoke run uses;
 // --scale large is for real figures. --runs, --duration, --warmup,
-// --count, --clients and --sizes override the scale's defaults.
+// --count, --clients and --sizes override the scale's defaults;
+// --store-direct adds the slow store-direct path to sysbench and title5.
 //
 // # What a run writes
 //

@@ -28,17 +28,6 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// StoreDirectEnv, set to 1 (or true), adds the store-direct path to the
-// sysbench and title5 suites: a client reading the store itself, with the
-// emulated round trip, and no service. (The sql suite always measures it.)
-// It stands in for a --store-direct flag until "chunkd bench" has one.
-const StoreDirectEnv = "CHUNKD_BENCH_STORE_DIRECT"
-
-func storeDirectWanted() bool {
-	v, _ := strconv.ParseBool(os.Getenv(StoreDirectEnv))
-	return v
-}
-
 // Path names of the SQL suites.
 const (
 	pathLocal       = "local"

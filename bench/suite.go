@@ -108,10 +108,15 @@ type Config struct {
 	Sizes    []int         // chunk sizes (chunks) or block sizes (disk), in bytes
 
 	CacheDir string        // the service's cache dir; disk's test file lives there (default Out/cache)
-	RTT      time.Duration // emulated store round trip (chunks; default 30ms)
+	RTT      time.Duration // emulated store round trip (default 30ms)
 	API      string        // chunks: "http" (default), "grpc" or "both"
 	Fsync    bool          // the service fsyncs downloads
 	Keep     bool          // keep data sets and cache dirs after the run
+
+	// StoreDirect adds the store-direct path to sysbench and title5: a
+	// client reading the store itself, with the emulated round trip, and no
+	// service. (The sql suite always measures it.)
+	StoreDirect bool
 
 	FileSize  int64  // disk: size of the test file
 	Fio       bool   // disk: run fio instead of the built-in reader, if it is installed

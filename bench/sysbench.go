@@ -273,7 +273,7 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 		{name: pathService, about: "the warm service (the database's files on its disk) and a client without a memory tier: every page SQLite's cache misses is a request to the service"},
 		{name: pathServiceMem, about: "the warm service and a client with its default memory tier (256 MiB), into which every page was read before measuring: a database that fits is then served from the process's memory"},
 	}
-	if storeDirectWanted() {
+	if cfg.StoreDirect {
 		paths = append(paths, &sbPath{name: pathStoreDirect, about: fmt.Sprintf("no service: a client without a memory tier reading the store itself, every request paying the emulated round trip (%s)", rtt)})
 	}
 	defer func() {

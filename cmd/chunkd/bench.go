@@ -94,18 +94,19 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	var sizes sizesFlag
 	fs.Var(&sizes, "sizes", "chunk sizes (block sizes for disk), e.g. 4KiB,16KiB (default: by scale)")
 	cacheDir := fs.String("cache-dir", "", "the service's cache dir; disk's test file goes there (default: DIR/cache)")
-	rtt := fs.Duration("rtt", 30*time.Millisecond, "chunks: emulated round trip of the store for the miss and store-direct paths")
+	rtt := fs.Duration("rtt", 30*time.Millisecond, "emulated round trip of the store for the paths that read it (miss, store-direct, cold service)")
 	apiName := fs.String("api", "http", "chunks: the service's API to measure: http, grpc or both")
 	fsync := fs.Bool("fsync", true, "the service fsyncs downloaded files")
+	storeDirect := fs.Bool("store-direct", false, "sysbench, title5: also measure a client reading the store directly (slow: one emulated round trip per page)")
 	keep := fs.Bool("keep", false, "keep the data sets, test files and cache dirs (a later run reuses a matching data set)")
 	var fileSize, data, mem, cgroupMem sizeFlag
 	fs.Var(&fileSize, "file-size", "disk: size of the test file (default: 256MiB small, 4GiB large)")
 	fio := fs.Bool("fio", false, "disk: measure with fio, if installed, instead of the built-in reader")
 	fs.Var(&data, "data", "bigdata: table-file bytes in the data set (default: 512MiB small, 8GiB large)")
-	fs.Var(&mem, "mem", "bigdata: the service's --mem (default: 64MiB small, 1GiB large)")
+	fs.Var(&mem, "mem", "the service's --mem (bigdata default: 64MiB small, 1GiB large; elsewhere the service's own 256MiB)")
 	fs.Var(&cgroupMem, "cgroup-mem", "bigdata: the service's cgroup memory limit (default: 2 × mem + 64MiB)")
 	noCgroup := fs.Bool("no-cgroup", false, "bigdata: do not put the service under a cgroup memory limit")
-	binary := fs.String("binary", "", "bigdata: the chunkd binary to run the service with (default: this one)")
+	binary := fs.String("binary", "", "the chunkd binary to run the service with (default: this one)")
 
 	// The suite may come first (chunkd bench chunks --out DIR) or last.
 	var suite string
@@ -158,7 +159,8 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		Warmup: *warmup, Duration: *duration, Count: *count,
 		Clients: clients, Sizes: sizes,
 		CacheDir: *cacheDir, RTT: *rtt, API: *apiName, Fsync: *fsync, Keep: *keep,
-		FileSize: int64(fileSize), Fio: *fio,
+		StoreDirect: *storeDirect,
+		FileSize:    int64(fileSize), Fio: *fio,
 		DataBytes: int64(data), MemBytes: int64(mem), CgroupMem: int64(cgroupMem), NoCgroup: *noCgroup,
 		Binary: *binary, Log: c.stderr,
 	}
