@@ -129,6 +129,18 @@ func getAll(t testing.TB, c *Client, db *testdb.DB, as []addr.Addr) {
 }
 
 // getMany reads addresses with GetMany and checks every position came once, right.
+// get reads a and checks its bytes.
+func get(t testing.TB, c *Client, db *testdb.DB, a addr.Addr) {
+	t.Helper()
+	data, err := c.Get(context.Background(), a)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", a, err)
+	}
+	if !bytes.Equal(data, db.Chunks[a]) {
+		t.Fatalf("Get(%s): wrong bytes", a)
+	}
+}
+
 func getMany(t testing.TB, c *Client, db *testdb.DB, as []addr.Addr) {
 	t.Helper()
 	seen := make([]bool, len(as))
@@ -1125,19 +1137,19 @@ func BenchmarkGetManyStore(b *testing.B) {
 	})
 }
 
-// TestLocalDir reads the files a service on this host has verified
-// directly, and the files it has not through the service.
-func TestLocalDir(t *testing.T) {
-	s := newStore(t)
-	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
-	dir := t.TempDir()
+// serviceWithCopy starts a cache service over a two-file database and has
+// it download the first file, as a service on this host would.
+func serviceWithCopy(t *testing.T) (s store.Store, db *testdb.DB, dir, url string) {
+	t.Helper()
+	s = newStore(t)
+	db = makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
+	dir = t.TempDir()
 	cache, err := server.New(server.Config{Store: s, CacheDir: dir, NoFsync: true, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cache.Close() })
 	srv := serveHTTP(t, server.NewHandler(cache, prometheus.NewRegistry()))
-	// Have the service download the first file only.
 	first := db.Files[0]
 	if _, err := cache.GetChunk(context.Background(), "db1", first.Addrs[0]); err != nil {
 		t.Fatal(err)
@@ -1153,14 +1165,21 @@ func TestLocalDir(t *testing.T) {
 			done = done || ti.Name == first.Name && ti.State == "cached"
 		}
 		if done {
-			break
+			return s, db, dir, srv.URL
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the service never cached the first file")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, LocalDir: dir})
+}
+
+// TestLocalDir reads the files a service on this host has verified
+// directly, and the files it has not through the service.
+func TestLocalDir(t *testing.T) {
+	s, db, dir, url := serviceWithCopy(t)
+	first := db.Files[0]
+	c := open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir})
 	getMany(t, c, db, first.Addrs)
 	st := c.Stats()
 	if st.LocalReads == 0 || st.Service.Chunks != 0 || st.Store.Chunks != int64(len(first.Addrs)) {
@@ -1169,5 +1188,78 @@ func TestLocalDir(t *testing.T) {
 	getMany(t, c, db, db.Files[1].Addrs)
 	if st2 := c.Stats().Sub(st); st2.Service.Chunks != int64(len(db.Files[1].Addrs)) || st2.LocalReads != 0 {
 		t.Fatalf("file not cached: %+v", st2)
+	}
+	// One chunk at a time, with no memory tier: each a read of the file.
+	c = open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir, MemBytes: -1})
+	for _, a := range first.Addrs {
+		get(t, c, db, a)
+	}
+	if st := c.Stats(); st.LocalReads != int64(len(first.Addrs)) || st.Service.Chunks != 0 || st.Store.Requests != 0 {
+		t.Fatalf("single gets: %+v", st)
+	}
+}
+
+// TestLocalDirChecks: a local copy's records are CRC-checked, and hashed
+// too unless the cache directory's layout says the service hashed them;
+// a record that fails is read from the store.
+func TestLocalDirChecks(t *testing.T) {
+	s, db, dir, url := serviceWithCopy(t)
+	first := db.Files[0]
+	path := filepath.Join(dir, api.CacheTablesDir, filepath.FromSlash(first.Key))
+	// Rewrite the file with the same addresses, so the same name, chunk 2
+	// holding other bytes under a valid CRC, in the store and in the local
+	// copy; then flip a byte of chunk 1's record in the local copy only.
+	// (The service holds chunk 0 in memory.)
+	var buf bytes.Buffer
+	w := tablefile.NewWriter(&buf)
+	for i, a := range first.Addrs {
+		data := db.Chunks[a]
+		if i == 2 {
+			data = []byte("not the chunk at this address")
+		}
+		if err := w.AddWithAddr(a, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if name, err := w.Finish(); err != nil || name != first.Name {
+		t.Fatalf("rewritten file is %s (%v), want %s", name, err, first.Name)
+	}
+	b := buf.Bytes()
+	if err := s.Put(context.Background(), first.Key, b); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := tablefile.Open(bytes.NewReader(b), int64(len(b)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := tf.Lookup(first.Addrs[1])
+	b[e.Offset+2] ^= 0xff
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The layout marker promises hashed files: only CRCs are checked.
+	c := open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir, MemBytes: -1})
+	if data, err := c.Get(context.Background(), first.Addrs[2]); err != nil || bytes.Equal(data, db.Chunks[first.Addrs[2]]) {
+		t.Fatalf("trusted copy: %v, %v (the test's premise is that a hashed layout is trusted)", data, err)
+	}
+	get(t, c, db, first.Addrs[1])
+	if st := c.Stats(); st.Store.Requests != 1 || st.StoreBad != 1 {
+		t.Fatalf("bad CRC in the local copy: %+v", st)
+	}
+
+	// Without the marker, every chunk is hashed as well.
+	if err := os.Remove(filepath.Join(dir, api.CacheLayoutFile)); err != nil {
+		t.Fatal(err)
+	}
+	c = open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir, MemBytes: -1})
+	if _, err := c.Get(context.Background(), first.Addrs[2]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("mislabelled chunk, unhashed layout: %v", err)
+	}
+	for _, a := range first.Addrs[:2] {
+		get(t, c, db, a)
+	}
+	if st := c.Stats(); st.StoreBad < 3 {
+		t.Fatalf("unhashed layout: %+v", st)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
@@ -51,13 +52,68 @@ const (
 // and the store, and caches what it gets in memory. It returns one result
 // per address; the error is only for a canceled ctx or a closed client.
 //
+// Chunks in the files a cache service keeps on this host
+// (Options.LocalDir) are read from those files; when they hold every
+// address, the reads happen right here, with no other goroutine involved.
+func (c *Client) fetch(ctx context.Context, want []addr.Addr) ([]result, error) {
+	local, tables := c.localChunks(ctx, want)
+	if len(local) == len(want) {
+		if res := c.readLocal(ctx, want, tables); res != nil {
+			return res, nil
+		}
+		local = nil // a local copy failed: ask the service
+	}
+	return c.fetchTiers(ctx, want, local)
+}
+
+// readLocal reads want, every address of which the local copies tables
+// hold, in the calling goroutine, and caches the chunks in memory. It
+// returns nil if a read fails (a CRC mismatch, say), leaving fetchTiers
+// to ask the service.
+func (c *Client) readLocal(ctx context.Context, want []addr.Addr, tables []*table) []result {
+	start := time.Now()
+	defer func() { c.ctr.storeTime.Add(int64(time.Since(start))) }()
+	snap := &snapshot{tables: tables}
+	res := make([]result, len(want))
+	if len(want) == 1 {
+		data, err := c.st.read(ctx, snap, want[0], nil)
+		if err != nil {
+			return nil
+		}
+		res[0] = result{ok: true, data: data}
+	} else {
+		var failed atomic.Bool
+		c.st.readMany(ctx, snap, want, func(j int, data []byte, err error) {
+			if err != nil {
+				failed.Store(true)
+				return
+			}
+			res[j] = result{ok: true, data: data} // distinct j: no two calls share an element
+		})
+		if failed.Load() {
+			return nil
+		}
+	}
+	var bytes int64
+	for k, r := range res {
+		c.keep(want[k], r.data)
+		bytes += int64(len(r.data))
+	}
+	c.ctr.storeChunks.Add(int64(len(res)))
+	c.ctr.storeBytes.Add(bytes)
+	return res
+}
+
+// fetchTiers is fetch through the service and the store, local marking
+// the addresses the local copies hold.
+//
 // The service, when there is one and it is not being backed off from, is
 // asked for everything first. An address goes to the store when the
 // service says it has no such chunk, sends wrong bytes, fails, or sends
 // nothing for ServiceTimeout (the hedge); the service may still answer
 // after that, and the first correct answer wins. fetch returns as soon as
 // every address has a correct answer, or has failed in every tier asked.
-func (c *Client) fetch(ctx context.Context, want []addr.Addr) ([]result, error) {
+func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int]bool) ([]result, error) {
 	n := len(want)
 	res := make([]result, n)
 	cctx, cancel := context.WithCancel(ctx)
@@ -113,7 +169,6 @@ func (c *Client) fetch(ctx context.Context, want []addr.Addr) ([]result, error) 
 	var timer *time.Timer
 	var hedge <-chan time.Time
 	// Chunks in files the service keeps on this host are read directly.
-	local := c.localChunks(ctx, want)
 	if c.svc != nil && c.backoff.allow() && len(local) < n {
 		ks := make([]int, 0, n)
 		for k := range n {
@@ -374,14 +429,15 @@ func runLimited(n, limit int, fn func(i int)) {
 }
 
 // localChunks marks the addresses held by table files opened from
-// Options.LocalDir; nil when there is no LocalDir or no service to skip.
-func (c *Client) localChunks(ctx context.Context, want []addr.Addr) map[int]bool {
+// Options.LocalDir, and returns those files; nil when there is no LocalDir
+// or no service to skip.
+func (c *Client) localChunks(ctx context.Context, want []addr.Addr) (map[int]bool, []*table) {
 	if c.opts.LocalDir == "" || c.svc == nil {
-		return nil
+		return nil, nil
 	}
 	tables := c.st.localTables(ctx)
 	if len(tables) == 0 {
-		return nil
+		return nil, nil
 	}
 	var local map[int]bool
 	for k, a := range want {
@@ -398,5 +454,5 @@ func (c *Client) localChunks(ctx context.Context, want []addr.Addr) map[int]bool
 			}
 		}
 	}
-	return local
+	return local, tables
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/tablefile"
 )
@@ -101,29 +102,36 @@ type table struct {
 	appendix bool
 	t        *tablefile.Table
 	local    *os.File // the cache service's verified copy on this host (Options.LocalDir), if any
+	// hashed: the local copy's chunks were checked against their
+	// addresses by the service (api.CacheLayout), so reads from it check
+	// only record CRCs.
+	hashed bool
 }
 
 // readAt reads table bytes: from the local copy when there is one, else
-// with a ranged read of the store.
-func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (int, error) {
+// with a ranged read of the store. checked says whether the bytes come
+// from a local copy whose chunks the service has already hashed.
+func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (n int, checked bool, err error) {
 	if t.local != nil {
 		n, err := t.local.ReadAt(p, off)
 		s.c.ctr.localReads.Add(1)
 		if err == nil {
-			return n, nil
+			return n, t.hashed, nil
 		}
 		s.c.log.Warn("read local copy; using the store", "key", t.key, "err", err)
 	}
-	n, err := s.c.opts.Store.ReadAt(ctx, t.key, p, off)
+	n, err = s.c.opts.Store.ReadAt(ctx, t.key, p, off)
 	s.c.ctr.storeRequests.Add(1)
 	s.c.ctr.storeReadBytes.Add(int64(n))
-	return n, err
+	return n, false, err
 }
 
 // openLocal opens the cache service's copy of table file name from
 // Options.LocalDir, if it has one. The service renames a file into its
-// tables/ folder only after verifying it, so a file there is whole.
-func (s *storeTier) openLocal(name string, appendix bool) *table {
+// tables/ folder only after verifying it, so a file there is whole; hashed
+// says whether the directory's layout promises that its chunks were
+// checked against their addresses too (api.CacheLayout).
+func (s *storeTier) openLocal(name string, appendix, hashed bool) *table {
 	dir := s.c.opts.LocalDir
 	if dir == "" {
 		return nil
@@ -133,7 +141,7 @@ func (s *storeTier) openLocal(name string, appendix bool) *table {
 		return nil
 	}
 	for _, k := range []string{key, key + manifest.ArchiveSuffix} {
-		f, err := os.Open(filepath.Join(dir, "tables", filepath.FromSlash(k)))
+		f, err := os.Open(filepath.Join(dir, api.CacheTablesDir, filepath.FromSlash(k)))
 		if err != nil {
 			continue
 		}
@@ -143,7 +151,7 @@ func (s *storeTier) openLocal(name string, appendix bool) *table {
 			if tf, err = tablefile.Open(f, st.Size(), nil); err == nil {
 				s.c.ctr.tablesOpened.Add(1)
 				s.c.addLocal(f)
-				return &table{name: name, key: k, appendix: appendix, t: tf, local: f}
+				return &table{name: name, key: k, appendix: appendix, t: tf, local: f, hashed: hashed}
 			}
 		}
 		s.c.log.Warn("ignoring local copy", "path", f.Name(), "err", err)
@@ -251,11 +259,13 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 	// the other files' indexes arrive from the store.
 	local := map[string]*table{}
 	if c.opts.LocalDir != "" {
+		marker, _ := os.ReadFile(filepath.Join(c.opts.LocalDir, api.CacheLayoutFile))
+		hashed := string(marker) == api.CacheLayout
 		for _, spec := range m.Specs {
 			if prev != nil && prev.byName[spec.Name] != nil || manifest.IsJournal(spec.Name) {
 				continue
 			}
-			if t := s.openLocal(spec.Name, appendix[spec.Name]); t != nil {
+			if t := s.openLocal(spec.Name, appendix[spec.Name], hashed); t != nil {
 				local[spec.Name] = t
 			}
 		}
@@ -356,14 +366,7 @@ func (s *storeTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip 
 		if !ok {
 			continue
 		}
-		stored := make([]byte, e.Length)
-		_, err := s.readAt(ctx, t, stored, int64(e.Offset))
-		var data []byte
-		if err != nil {
-			err = &ChunkError{Addr: a, Tier: TierStore, From: t.key, Err: err}
-		} else {
-			data, err = s.decode(t, e, stored)
-		}
+		data, err := s.readRecord(ctx, t, e)
 		if err == nil {
 			return data, nil
 		}
@@ -380,8 +383,32 @@ func (s *storeTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip 
 	return nil, errNotInStore
 }
 
-// decode turns a record into its chunk and checks it against its address.
-func (s *storeTier) decode(t *table, e tablefile.Entry, stored []byte) ([]byte, error) {
+// readRecord reads and decodes the record of entry e of table t. A record
+// of a local copy that fails its checks is read again from the store.
+func (s *storeTier) readRecord(ctx context.Context, t *table, e tablefile.Entry) ([]byte, error) {
+	stored := make([]byte, e.Length)
+	_, checked, err := s.readAt(ctx, t, stored, int64(e.Offset))
+	if err != nil {
+		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err}
+	}
+	data, err := s.decode(t, e, stored, checked)
+	if err == nil || t.local == nil {
+		return data, err
+	}
+	s.c.log.Warn("bad record in the cache service's local copy; reading it from the store", "path", t.local.Name(), "address", e.Addr.String(), "err", err)
+	n, err := s.c.opts.Store.ReadAt(ctx, t.key, stored, int64(e.Offset))
+	s.c.ctr.storeRequests.Add(1)
+	s.c.ctr.storeReadBytes.Add(int64(n))
+	if err != nil {
+		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err}
+	}
+	return s.decode(t, e, stored, false)
+}
+
+// decode turns a record into its chunk (checking its CRC or zstd frame)
+// and checks it against its address, unless the service already has
+// (checked).
+func (s *storeTier) decode(t *table, e tablefile.Entry, stored []byte, checked bool) ([]byte, error) {
 	data, err := t.t.Decode(e, stored)
 	if err != nil {
 		if errors.Is(err, tablefile.ErrCorrupt) {
@@ -389,6 +416,9 @@ func (s *storeTier) decode(t *table, e tablefile.Entry, stored []byte) ([]byte, 
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err}
+	}
+	if checked {
+		return data, nil
 	}
 	if got := addr.Of(data); got != e.Addr {
 		s.c.ctr.storeBad.Add(1)
@@ -438,9 +468,13 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 	}
 	runLimited(len(jobs), s.c.opts.Concurrency, func(i int) {
 		t, r := jobs[i].t, jobs[i].r
+		skip := t
+		if t.local != nil {
+			skip = nil // read reads a local copy's bad record from the store
+		}
 		retry := func(e tablefile.Entry, err error) {
 			if ctx.Err() == nil {
-				if data, err2 := s.read(ctx, snap, e.Addr, t); err2 == nil {
+				if data, err2 := s.read(ctx, snap, e.Addr, skip); err2 == nil {
 					fn(pos[e.Addr], data, nil)
 					return
 				}
@@ -448,7 +482,7 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 			fn(pos[e.Addr], nil, err) // the first failure names the first file tried
 		}
 		buf := make([]byte, r.Length)
-		_, err := s.readAt(ctx, t, buf, int64(r.Offset))
+		_, checked, err := s.readAt(ctx, t, buf, int64(r.Offset))
 		if err != nil {
 			for _, e := range r.Entries {
 				retry(e, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err})
@@ -456,7 +490,7 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 			return
 		}
 		for _, e := range r.Entries {
-			data, err := s.decode(t, e, buf[e.Offset-r.Offset:e.End()-r.Offset])
+			data, err := s.decode(t, e, buf[e.Offset-r.Offset:e.End()-r.Offset], checked)
 			if err != nil {
 				retry(e, err)
 				continue

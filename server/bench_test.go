@@ -222,6 +222,9 @@ func BenchmarkRestart10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	body := bytes.Repeat([]byte{1}, 4096)
+	if err := os.WriteFile(filepath.Join(dir, api.CacheLayoutFile), []byte(api.CacheLayout), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	for i := 0; i < 10_000; i++ {
 		p := filepath.Join(dir, tablesDir, "db"+strconv.Itoa(i%100), addrOfInt(i))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -68,9 +68,13 @@ func New(cfg Config) (*Cache, error) {
 	}
 	c.mem = mem
 	start := time.Now()
-	c.disk, err = openDisk(cfg.CacheDir, cfg.DiskBytes, !cfg.NoFsync, c.metrics)
+	var dropped int
+	c.disk, dropped, err = openDisk(cfg.CacheDir, cfg.DiskBytes, !cfg.NoFsync, c.metrics)
 	if err != nil {
 		return nil, err
+	}
+	if dropped > 0 {
+		c.log.Warn("cache directory was written by another chunkd version; removed its table files, which will be downloaded again", "dir", cfg.CacheDir, "files", dropped)
 	}
 	c.log.Info("cache directory loaded", "dir", cfg.CacheDir, "files", c.disk.fileCount(), "bytes", c.disk.usedBytes(), "took", time.Since(start).Round(time.Millisecond))
 	c.metrics.diskBytes.Set(float64(c.disk.usedBytes()))

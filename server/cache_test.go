@@ -20,6 +20,7 @@ import (
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/store"
 	_ "github.com/chunkd/chunkd/store/folder"
+	"github.com/chunkd/chunkd/tablefile"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -293,6 +294,70 @@ func TestRestartKeepsCache(t *testing.T) {
 				t.Fatalf("after restart: %v", r.Tier)
 			}
 		}
+	}
+}
+
+// TestOlderLayoutIsDropped: files in a cache dir without the layout
+// marker may not have been hashed, so the service removes them.
+func TestOlderLayoutIsDropped(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 30}, Config{MemBytes: 1})
+	f.get(f.db.Files[0].Addrs[0])
+	f.waitDownloads(1)
+	f.cache.Close()
+	marker := filepath.Join(f.dir, api.CacheLayoutFile)
+	if b, err := os.ReadFile(marker); err != nil || string(b) != api.CacheLayout {
+		t.Fatalf("marker: %q, %v", b, err)
+	}
+	f.open(Config{MemBytes: 1})
+	if n := f.cache.disk.fileCount(); n != 1 {
+		t.Fatalf("same layout: %d files after restart", n)
+	}
+	f.cache.Close()
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	f.open(Config{MemBytes: 1})
+	if n := f.cache.disk.fileCount(); n != 0 {
+		t.Fatalf("older layout: %d files kept", n)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != api.CacheLayout {
+		t.Fatalf("marker not rewritten: %q, %v", b, err)
+	}
+	if r := f.get(f.db.Files[0].Addrs[1]); r.Tier != api.TierStore {
+		t.Fatalf("dropped file served from %v", r.Tier)
+	}
+}
+
+// TestDownloadChecksAddresses: a file whose records pass their CRCs but
+// hold a chunk under the wrong address is never put on disk.
+func TestDownloadChecksAddresses(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 20}, Config{MemBytes: 1})
+	file := f.db.Files[0]
+	// Rewrite the file with the same addresses (so the same name and key),
+	// the first one holding other bytes under a valid CRC.
+	var buf bytes.Buffer
+	w := tablefile.NewWriter(&buf)
+	for i, a := range file.Addrs {
+		data := f.db.Chunks[a]
+		if i == 0 {
+			data = bytes.Repeat([]byte("wrong"), 100)
+		}
+		if err := w.AddWithAddr(a, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if name, err := w.Finish(); err != nil || name != file.Name {
+		t.Fatalf("rewritten file is %s (%v), want %s", name, err, file.Name)
+	}
+	if err := f.fs.Put(context.Background(), file.Key, buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	f.cache.Close()
+	f.open(Config{MemBytes: 1})
+	f.get(file.Addrs[5])
+	f.waitDownloads(1)
+	if f.counter("failed") != 1 || f.cache.disk.fileCount() != 0 {
+		t.Fatalf("download of a mislabelled chunk: failed %v, %d files on disk", f.counter("failed"), f.cache.disk.fileCount())
 	}
 }
 

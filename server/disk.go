@@ -9,13 +9,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/chunkd/chunkd/api"
 )
 
 // disk keeps whole, verified table files under dir/tables/<store key>,
 // bounded by max bytes, evicting the least recently used file that no
 // reader holds. Downloads write to dir/tmp and are renamed in only after
 // they are verified and synced, so a file under tables/ has always been
-// checked: at startup the service trusts them without re-reading.
+// checked: at startup the service trusts them without re-reading. The
+// layout is api's (see api.CacheLayout); a directory written by another
+// version has its tables/ emptied at startup.
 //
 // Lock order: table.mu before disk.mu; cachedFile counters are atomics.
 type disk struct {
@@ -44,16 +48,21 @@ type cachedFile struct {
 }
 
 const (
-	tablesDir = "tables"
-	tmpDir    = "tmp"
+	tablesDir = api.CacheTablesDir
+	tmpDir    = api.CacheTmpDir
 )
 
-func openDisk(dir string, max int64, fsync bool, m *metrics) (*disk, error) {
-	d := &disk{dir: dir, max: max, fsync: fsync, m: m, files: map[string]*cachedFile{}}
+// openDisk loads the cache directory dir. dropped counts the files of
+// another layout it removed.
+func openDisk(dir string, max int64, fsync bool, m *metrics) (d *disk, dropped int, err error) {
+	d = &disk{dir: dir, max: max, fsync: fsync, m: m, files: map[string]*cachedFile{}}
 	for _, sub := range []string{tablesDir, tmpDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return nil, fmt.Errorf("cache directory: %w", err)
+			return nil, 0, fmt.Errorf("cache directory: %w", err)
 		}
+	}
+	if dropped, err = checkLayout(dir); err != nil {
+		return nil, 0, fmt.Errorf("cache directory: %w", err)
 	}
 	// Partial downloads of a previous run are never served: remove them.
 	tmps, _ := os.ReadDir(filepath.Join(dir, tmpDir))
@@ -61,7 +70,7 @@ func openDisk(dir string, max int64, fsync bool, m *metrics) (*disk, error) {
 		os.Remove(filepath.Join(dir, tmpDir, e.Name()))
 	}
 	root := filepath.Join(dir, tablesDir)
-	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}
@@ -77,13 +86,61 @@ func openDisk(dir string, max int64, fsync bool, m *metrics) (*disk, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("scan cache directory: %w", err)
+		return nil, 0, fmt.Errorf("scan cache directory: %w", err)
 	}
 	d.mu.Lock()
 	for d.used > d.max && d.evictOneLocked() {
 	}
 	d.mu.Unlock()
-	return d, nil
+	return d, dropped, nil
+}
+
+// checkLayout makes dir's layout marker say api.CacheLayout. When it says
+// anything else (or is missing), the files under tables/ may not have been
+// checked the way the marker promises, so they are removed first (the
+// service downloads them again when they are read).
+func checkLayout(dir string) (dropped int, err error) {
+	marker := filepath.Join(dir, api.CacheLayoutFile)
+	if b, err := os.ReadFile(marker); err == nil && string(b) == api.CacheLayout {
+		return 0, nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	root := filepath.Join(dir, tablesDir)
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		dropped++
+		return os.Remove(p)
+	})
+	if err != nil {
+		return dropped, fmt.Errorf("remove files of an older layout: %w", err)
+	}
+	tmp := filepath.Join(dir, tmpDir, api.CacheLayoutFile)
+	if err := writeSynced(tmp, []byte(api.CacheLayout)); err != nil {
+		return dropped, err
+	}
+	if err := os.Rename(tmp, marker); err != nil {
+		return dropped, err
+	}
+	return dropped, syncDir(dir)
+}
+
+// writeSynced writes a new file and fsyncs it.
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (d *disk) fileCount() int {

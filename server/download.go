@@ -144,7 +144,9 @@ func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
 
 // verifyDownload checks a downloaded file before it may be served as a
 // whole: its footer and index must match the index the service already
-// holds, and every record must pass its CRC (or zstd) check.
+// holds, every record must pass its CRC (or zstd) check, and every chunk
+// must hash to its address — what api.CacheLayout promises same-host
+// clients, which then check only CRCs.
 func verifyDownload(f *os.File, t *table) error {
 	got, err := tablefile.Open(f, t.size, nil)
 	if err != nil {
@@ -154,7 +156,7 @@ func verifyDownload(f *os.File, t *table) error {
 		return fmt.Errorf("verify %s: downloaded index differs from the store's", t.key)
 	}
 	var bad error
-	_, err = got.CheckRecords(func(p tablefile.Problem) {
+	_, err = got.Verify("", func(p tablefile.Problem) {
 		if bad == nil {
 			bad = p.Err
 		}

@@ -42,7 +42,7 @@ func (p Problem) String() string { return p.Err.Error() }
 // For classic files it also checks that wantName, if not "", is the name
 // the index hashes to.
 func (t *Table) Verify(wantName string, report func(Problem)) (int, error) {
-	checked, err := t.check(true, report)
+	checked, err := t.check(report)
 	if err != nil {
 		return checked, err
 	}
@@ -52,29 +52,13 @@ func (t *Table) Verify(wantName string, report func(Problem)) (int, error) {
 	return checked, nil
 }
 
-// CheckRecords is Verify without hashing: it checks every snappy record's
-// CRC and that every chunk decodes. It is what the cache service runs on
-// a downloaded file before serving it.
-func (t *Table) CheckRecords(report func(Problem)) (int, error) {
-	return t.check(false, report)
-}
-
-func (t *Table) check(hash bool, report func(Problem)) (int, error) {
+func (t *Table) check(report func(Problem)) (int, error) {
 	checked := 0
 	err := t.Walk(func(e Entry, stored []byte) error {
 		checked++
-		if e.Dict == 0 && !hash {
-			if err := checkRecordCRC(e, stored); err != nil {
-				report(Problem{e, err})
-			}
-			return nil
-		}
 		data, err := t.Decode(e, stored)
 		if err != nil {
 			report(Problem{e, err})
-			return nil
-		}
-		if !hash {
 			return nil
 		}
 		if got := addr.Of(data); got != e.Addr {
