@@ -13,7 +13,8 @@
 //
 // Nothing that arrives from the service or the store is trusted: every
 // chunk is hashed and compared with its address before it is cached or
-// returned. A chunk from the service that does not match (or that the
+// returned. (The files of a same-host service, Options.LocalDir, were
+// hashed by the service; their records' CRCs are checked.) A chunk from the service that does not match (or that the
 // service does not have, or that it is slow to send) is read from the
 // store instead; a chunk from the store that does not match is an error
 // naming the address and the table file, never wrong data.
@@ -110,9 +111,13 @@ type Options struct {
 	IndexTail int
 	// LocalDir is the cache directory (--cache-dir) of a cache service on
 	// this host. Table files the service has verified and kept there are
-	// read directly, skipping the service's HTTP or gRPC round trip; every
-	// chunk is still checked against its address. Files the service has
-	// not downloaded are read through the service as usual.
+	// read directly, in the reading goroutine, skipping the service's HTTP
+	// or gRPC round trip. The service hashed every chunk of those files
+	// against its address before keeping them (the directory's layout
+	// marker says so, see api.CacheLayout), so the client checks each
+	// record's CRC-32C, not its hash; without the marker it hashes too. A
+	// record that fails is read from the store. Files the service has not
+	// downloaded are read through the service as usual.
 	LocalDir string
 	// Logger gets warnings (a service that sent a wrong chunk, backing off
 	// from the service) and debug messages. nil means slog.Default().

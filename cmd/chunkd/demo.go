@@ -54,6 +54,8 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		}
 		defer os.RemoveAll(d)
 		*dir = d
+	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return fmt.Errorf("--dir: %w", err)
 	}
 	out := c.stdout
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
