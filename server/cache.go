@@ -61,7 +61,7 @@ func New(cfg Config) (*Cache, error) {
 	c.metrics = newMetrics(cfg.Registry)
 	mem, err := otter.New(&otter.Options[addr.Addr, []byte]{
 		MaximumWeight: uint64(cfg.MemBytes),
-		Weigher:       func(_ addr.Addr, v []byte) uint32 { return uint32(len(v)) + 64 },
+		Weigher:       func(_ addr.Addr, v []byte) uint32 { return uint32(len(v)) + memOverhead },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memory cache: %w", err)
@@ -80,6 +80,9 @@ func New(cfg Config) (*Cache, error) {
 	c.metrics.diskBytes.Set(float64(c.disk.usedBytes()))
 	return c, nil
 }
+
+// memOverhead is what the memory tier charges per chunk beyond its bytes.
+const memOverhead = 64
 
 // Close stops downloads (their partial files are removed) and waits for
 // them. In-flight reads finish on their own.
@@ -118,9 +121,18 @@ func (c *Cache) GetChunk(ctx context.Context, db string, a addr.Addr) (Result, e
 	if data == nil { // NotFound miss policy
 		return Result{}, nil
 	}
-	c.mem.Set(a, data)
+	c.remember(a, data)
 	c.metrics.hit(tier, len(data))
 	return Result{data, true, tier}, nil
+}
+
+// remember puts a chunk in the memory tier, unless it alone outweighs the
+// tier (which would only evict everything else, and linger until the
+// cache's next maintenance).
+func (c *Cache) remember(a addr.Addr, data []byte) {
+	if int64(len(data))+memOverhead <= c.cfg.MemBytes {
+		c.mem.Set(a, data)
+	}
 }
 
 // GetChunks answers many addresses of one database, calling fn once per
@@ -194,7 +206,7 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 			defer wg.Done()
 			err := t.readMany(bctx, c, entries, func(e tablefile.Entry, data []byte, tier api.Tier) error {
 				if data != nil {
-					c.mem.Set(e.Addr, data)
+					c.remember(e.Addr, data)
 					c.metrics.hit(tier, len(data))
 				}
 				res := Result{Data: data, Found: data != nil}
