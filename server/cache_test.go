@@ -361,6 +361,78 @@ func TestDownloadChecksAddresses(t *testing.T) {
 	}
 }
 
+// TestCorruptCachedFileIsDropped: a cached file whose record goes bad
+// after its download is dropped at the first read that sees it; that read
+// and later ones come from the store, single and batched, and the file is
+// downloaded again.
+func TestCorruptCachedFileIsDropped(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 40}, Config{MemBytes: 1})
+	file := f.db.Files[0]
+	path := filepath.Join(f.dir, api.CacheTablesDir, filepath.FromSlash(file.Key))
+	// flip corrupts one byte of the record of chunk a in the cached copy.
+	flip := func(a addr.Addr) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab, err := tablefile.Open(bytes.NewReader(b), int64(len(b)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok := tab.Lookup(a)
+		if !ok {
+			t.Fatalf("%s not in the cached file", a)
+		}
+		b[e.Offset+uint64(e.Length)/2] ^= 0x40
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	corrupt := func() float64 { return testutil.ToFloat64(f.cache.metrics.corrupt) }
+
+	f.get(file.Addrs[0])
+	f.waitDownloads(1)
+	if r := f.get(file.Addrs[1]); r.Tier != api.TierDisk {
+		t.Fatalf("after download: %v", r.Tier)
+	}
+	flip(file.Addrs[3])
+	if r := f.get(file.Addrs[3]); !r.Found || r.Tier != api.TierStore { // get checks the bytes
+		t.Fatalf("corrupt record: found %v from %v", r.Found, r.Tier)
+	}
+	if corrupt() != 1 {
+		t.Fatalf("corrupt files = %v", corrupt())
+	}
+	f.waitDownloads(2)
+	if f.counter("finished") != 2 || f.cache.disk.fileCount() != 1 {
+		t.Fatalf("download again: finished %v, %d files", f.counter("finished"), f.cache.disk.fileCount())
+	}
+	if r := f.get(file.Addrs[3]); r.Tier != api.TierDisk {
+		t.Fatalf("after the new download: %v", r.Tier)
+	}
+
+	// Batched: every chunk comes back right, the bad one from the store.
+	flip(file.Addrs[20])
+	tiers := map[api.Tier]int{}
+	err := f.cache.GetChunks(context.Background(), "db1", file.Addrs, func(i int, r Result) error {
+		if !r.Found || !bytes.Equal(r.Data, f.db.Chunks[file.Addrs[i]]) {
+			t.Errorf("chunk %d wrong", i)
+		}
+		tiers[r.Tier]++
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if corrupt() != 2 || tiers[api.TierStore] == 0 {
+		t.Fatalf("batch over a corrupt file: corrupt files %v, tiers %v", corrupt(), tiers)
+	}
+	f.waitDownloads(3)
+	if f.cache.disk.fileCount() != 1 {
+		t.Fatalf("%d files after the second download", f.cache.disk.fileCount())
+	}
+}
+
 func TestEviction(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 40, Files: 3}, Config{MemBytes: 1})
 	limit := f.db.Files[0].Size + f.db.Files[0].Size/2 // room for one file

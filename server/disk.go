@@ -223,6 +223,28 @@ func (d *disk) evictOneLocked() bool {
 	return true
 }
 
+// drop removes a file that failed a check at read time, even while other
+// readers hold it: it leaves the index at once, so no new reader gets it,
+// and its handle is closed by the last reader's release.
+func (d *disk) drop(cf *cachedFile) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cf.mu.Lock()
+	cf.evicted = true
+	if cf.refs == 0 && cf.f != nil {
+		cf.f.Close()
+		cf.f = nil
+	}
+	cf.mu.Unlock()
+	if d.files[cf.key] != cf { // already evicted (or replaced by a new download)
+		return
+	}
+	delete(d.files, cf.key)
+	d.used -= cf.size
+	os.Remove(cf.path)
+	d.m.diskBytes.Set(float64(d.used))
+}
+
 // commit moves a verified, synced download into place. The open file
 // (read-write, positioned anywhere) becomes the cached file's handle. The
 // size was reserved by the download.
@@ -296,6 +318,10 @@ func (cf *cachedFile) acquire() bool {
 func (cf *cachedFile) release() {
 	cf.mu.Lock()
 	cf.refs--
+	if cf.evicted && cf.refs == 0 && cf.f != nil { // dropped while read
+		cf.f.Close()
+		cf.f = nil
+	}
 	cf.mu.Unlock()
 }
 

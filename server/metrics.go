@@ -17,6 +17,7 @@ type metrics struct {
 	diskBytes  prometheus.Gauge
 	evictions  prometheus.Counter
 	diskReads  prometheus.Counter
+	corrupt    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,8 +54,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		diskReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chunkd_disk_reads_total", Help: "Read calls made on cached or downloading files to serve chunks.",
 		}),
+		corrupt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chunkd_corrupt_files_total", Help: "Cached table files dropped because a record failed its check when read (the chunk was read from the store instead).",
+		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.hits, m.hitBytes, m.storeReqs, m.storeBytes, m.downloads, m.diskBytes, m.evictions, m.diskReads)
+	reg.MustRegister(m.requests, m.latency, m.hits, m.hitBytes, m.storeReqs, m.storeBytes, m.downloads, m.diskBytes, m.evictions, m.diskReads, m.corrupt)
 	for _, r := range []string{"started", "finished", "failed"} {
 		m.downloads.WithLabelValues(r)
 	}

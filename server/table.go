@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -114,18 +117,24 @@ func (t *table) read(ctx context.Context, c *Cache, e tablefile.Entry) ([]byte, 
 		cf.release()
 		c.metrics.diskReads.Inc()
 		if err == nil {
-			data, err := t.idx.Decode(e, stored)
-			return data, api.TierDisk, err
+			var data []byte
+			if data, err = t.idx.Decode(e, stored); err == nil {
+				return data, api.TierDisk, nil
+			}
 		}
-		c.log.Warn("read cached file", "key", t.key, "err", err)
+		t.localFailed(cf, err)
 	}
 	if dl := t.download(); dl != nil && int64(e.End()) <= dl.arrived.Load() {
 		_, err := dl.f.ReadAt(stored, int64(e.Offset))
 		c.metrics.diskReads.Inc()
 		if err == nil {
-			data, err := t.idx.Decode(e, stored)
-			return data, api.TierPartial, err
+			var data []byte
+			if data, err = t.idx.Decode(e, stored); err == nil {
+				return data, api.TierPartial, nil
+			}
 		}
+		// The download's own checks will fail it; the store has the chunk.
+		c.log.Warn("read downloading file", "key", t.key, "chunk", e.Addr, "err", err)
 	}
 	t.startDownload()
 	if c.cfg.Miss == NotFound {
@@ -142,10 +151,33 @@ func (t *table) read(ctx context.Context, c *Cache, e tablefile.Entry) ([]byte, 
 	return data, api.TierStore, err
 }
 
+// localFailed handles a read of the local copy that failed. A record that
+// fails its check, or a file shorter than its index says, means the copy
+// went bad after its download was verified (bit rot, a truncating crash of
+// another tool, a hand edit): it is dropped, so this read and every later
+// one go to the store and the next miss downloads the file again. Any
+// other error (a closed file at shutdown, EIO) only sends this read to the
+// store.
+func (t *table) localFailed(cf *cachedFile, err error) {
+	if !errors.Is(err, tablefile.ErrCorrupt) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.c.log.Warn("read cached file", "key", t.key, "err", err)
+		return
+	}
+	t.c.log.Error("cached table file failed a check; dropping it and reading from the store", "key", t.key, "err", err)
+	t.c.metrics.corrupt.Inc()
+	t.c.disk.drop(cf)
+	t.mu.Lock()
+	if t.file == cf {
+		t.file = nil
+	}
+	t.mu.Unlock()
+}
+
 // readMany reads entries of this file, merging nearby records into single
 // reads: adjacent ones on disk, up to 64 KiB apart from the store, whose
 // round trips cost far more than the bytes. fn gets nil data for misses
-// under the NotFound policy.
+// under the NotFound policy. Records that fail their checks on local disk
+// are read from the store instead.
 func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entry, fn func(e tablefile.Entry, data []byte, tier api.Tier) error) error {
 	var local, partial, remote []tablefile.Entry
 	cf := t.acquire()
@@ -164,43 +196,82 @@ func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entr
 	} else {
 		remote = entries
 	}
-	emit := func(r tablefile.Range, buf []byte, tier api.Tier) error {
-		for _, e := range r.Entries {
+	// decode checks every record of a read before fn sees any of them, so
+	// a range that fails can go to the store whole.
+	decode := func(r tablefile.Range, buf []byte) ([][]byte, error) {
+		out := make([][]byte, len(r.Entries))
+		for i, e := range r.Entries {
 			data, err := t.idx.Decode(e, buf[e.Offset-r.Offset:e.End()-r.Offset])
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if err := fn(e, data, tier); err != nil {
+			out[i] = data
+		}
+		return out, nil
+	}
+	emit := func(r tablefile.Range, buf []byte, tier api.Tier) error {
+		datas, err := decode(r, buf)
+		if err != nil {
+			return err
+		}
+		for i, e := range r.Entries {
+			if err := fn(e, datas[i], tier); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	for _, r := range tablefile.MergeRanges(local, 0, 1<<20) {
+	// readLocal reads one range from f and passes it on, or returns false
+	// when the range must come from the store.
+	readLocal := func(f *os.File, r tablefile.Range, tier api.Tier) (bool, error) {
 		buf := make([]byte, r.Length)
-		if _, err := cf.f.ReadAt(buf, int64(r.Offset)); err != nil {
-			return fmt.Errorf("read cached file %s: %w", t.key, err)
-		}
+		_, err := f.ReadAt(buf, int64(r.Offset))
 		c.metrics.diskReads.Inc()
-		if err := emit(r, buf, api.TierDisk); err != nil {
+		var datas [][]byte
+		if err == nil {
+			datas, err = decode(r, buf)
+		}
+		if err != nil {
+			if tier == api.TierDisk {
+				t.localFailed(cf, err)
+			} else {
+				c.log.Warn("read downloading file", "key", t.key, "err", err)
+			}
+			return false, nil
+		}
+		for i, e := range r.Entries {
+			if err := fn(e, datas[i], tier); err != nil {
+				return true, err
+			}
+		}
+		return true, nil
+	}
+	ranges := tablefile.MergeRanges(local, 0, 1<<20)
+	for i, r := range ranges {
+		ok, err := readLocal(cf.f, r, api.TierDisk)
+		if err != nil {
 			return err
+		}
+		if !ok { // the file was dropped: the rest comes from the store
+			for _, r := range ranges[i:] {
+				remote = append(remote, r.Entries...)
+			}
+			break
 		}
 	}
 	if len(partial) > 0 {
 		dl := t.download()
 		for _, r := range tablefile.MergeRanges(partial, 0, 1<<20) {
-			buf := make([]byte, r.Length)
 			if dl == nil {
 				remote = append(remote, r.Entries...)
 				continue
 			}
-			if _, err := dl.f.ReadAt(buf, int64(r.Offset)); err != nil {
-				remote = append(remote, r.Entries...)
-				continue
-			}
-			c.metrics.diskReads.Inc()
-			if err := emit(r, buf, api.TierPartial); err != nil {
+			ok, err := readLocal(dl.f, r, api.TierPartial)
+			if err != nil {
 				return err
+			}
+			if !ok {
+				remote = append(remote, r.Entries...)
 			}
 		}
 	}
