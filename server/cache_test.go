@@ -273,6 +273,25 @@ func TestFailedDownloadServesNothingPartial(t *testing.T) {
 	_ = tmps // a retry may be in flight; it would be a new temp file
 }
 
+// TestStalledDownloadIsAbandoned: a store that stops sending mid-file
+// fails the download after StoreTimeout instead of holding its slot.
+func TestStalledDownloadIsAbandoned(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 30}, Config{MemBytes: 1, StoreTimeout: 200 * time.Millisecond})
+	f.fs.holdAt.Store(100) // never released
+	f.get(f.db.Files[0].Addrs[0])
+	f.waitDownloads(1)
+	if f.counter("failed") != 1 || f.cache.disk.fileCount() != 0 {
+		t.Fatalf("stalled download: failed %v, %d files on disk", f.counter("failed"), f.cache.disk.fileCount())
+	}
+	if got := f.cache.disk.usedBytes(); got != 0 {
+		t.Fatalf("%d bytes still reserved", got)
+	}
+	// Reads keep working from the store.
+	if r := f.get(f.db.Files[0].Addrs[1]); r.Tier != api.TierStore {
+		t.Fatalf("after a stalled download: %v", r.Tier)
+	}
+}
+
 func TestRestartKeepsCache(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 30, Files: 2}, Config{MemBytes: 1})
 	for _, file := range f.db.Files {

@@ -93,9 +93,17 @@ func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
 	}()
 	dl.f = f
 
-	r, info, err := c.cfg.Store.Open(c.ctx, t.key)
+	// A download has no overall deadline (a big file on a slow link takes
+	// what it takes), but a store that sends nothing for StoreTimeout is
+	// given up on, so a stalled connection does not hold a download slot.
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
+	idle := c.cfg.StoreTimeout
+	watchdog := time.AfterFunc(idle, func() { cancel(errStalled) })
+	defer watchdog.Stop()
+	r, info, err := c.cfg.Store.Open(ctx, t.key)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", t.key, err)
+		return nil, fmt.Errorf("open %s: %w", t.key, stalled(ctx, err, idle))
 	}
 	defer r.Close()
 	if info.Size != 0 && info.Size != t.size {
@@ -114,15 +122,17 @@ func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
 			}
 			off += int64(n)
 			dl.arrived.Store(off)
+			watchdog.Reset(idle)
 			c.metrics.storeBytes.Add(float64(n))
 		}
 		if rerr == io.EOF {
 			break
 		}
 		if rerr != nil {
-			return nil, fmt.Errorf("download %s: %w", t.key, rerr)
+			return nil, fmt.Errorf("download %s at byte %d of %d: %w", t.key, off, t.size, stalled(ctx, rerr, idle))
 		}
 	}
+	watchdog.Stop()
 	if off != t.size {
 		return nil, fmt.Errorf("%s: got %d bytes, expected %d", t.key, off, t.size)
 	}
@@ -140,6 +150,17 @@ func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
 	}
 	committed = true
 	return cf, nil
+}
+
+// errStalled cancels a download whose store sent nothing for too long.
+var errStalled = errors.New("the store sent no bytes")
+
+// stalled names the stall when the download was cancelled for one.
+func stalled(ctx context.Context, err error, idle time.Duration) error {
+	if errors.Is(context.Cause(ctx), errStalled) {
+		return fmt.Errorf("%w for %v (--store-timeout): %v", errStalled, idle, err)
+	}
+	return err
 }
 
 // verifyDownload checks a downloaded file before it may be served as a

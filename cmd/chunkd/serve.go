@@ -53,7 +53,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	fs.Var(&disk, "disk", "disk for cached table files")
 	fsync := fs.Bool("fsync", true, "fsync downloaded files before serving them")
 	miss := fs.String("miss", "read-through", "on a miss: read-through (read from the store, download in background) or notfound (answer not found, download in background)")
-	storeTimeout := fs.Duration("store-timeout", 10*time.Second, "deadline for one read from the object store")
+	storeTimeout := fs.Duration("store-timeout", 10*time.Second, "deadline for one read from the object store, and the longest a download waits for its next bytes")
 	manifestTTL := fs.Duration("manifest-ttl", 5*time.Second, "how stale a manifest may be before a miss re-reads it")
 	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
