@@ -47,7 +47,7 @@ func TestSuites(t *testing.T) {
 // suiteReportWants are strings a suite's report.md must hold besides the
 // common ones: its own tables and paths.
 var suiteReportWants = map[string][]string{
-	"sql": {"The seed's table", "| cache service, warm |", "| object store directly |", "### point-lookup-each",
+	"sql": {"The seed's table", "| cache service, warm |", "| cache service, warm, same host |", "| object store directly |", "### point-lookup-each",
 		"Where the pages came from", "hit_ratio"},
 	"sysbench": {"reads_mean_multiplier", "| oltp_point_select |", "| index_join_scan |", "| types_table_scan |",
 		"Where the pages came from", "`store-direct`", "hit_ratio"},

@@ -46,6 +46,7 @@ var sqlPaths = []sqlPath{
 	{pathStoreDirect, "object store directly"},
 	{pathCold, "cache service, cold"},
 	{pathWarm, "cache service, warm"},
+	{pathSameHost, "cache service, warm, same host"},
 }
 
 // sqlResult is one query run on one path.
@@ -125,7 +126,7 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 					return res, fmt.Errorf("%s on %s, run %d: %d rows, the local file gave %d: %w", q.cs, path, run, res.rows, local.rows, errRows)
 				}
 				results[key{q.cs, path}] = append(results[key{q.cs, path}], res)
-				r.Logf("sql: run %d/%d %-13s %-12s %9s  %d rows", run, cfg.Runs, q.cs, path, fmtWall(us(res.took)), res.rows)
+				r.Logf("sql: run %d/%d %-13s %-17s %9s  %d rows", run, cfg.Runs, q.cs, path, fmtWall(us(res.took)), res.rows)
 				return res, nil
 			}
 			if local, err = measure(pathLocal, func() (*sqlDB, error) { return openLocalDB(ds.file, nil) }); err != nil {
@@ -153,6 +154,11 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 					k := key{q.cs, pathCold}
 					results[k][len(results[k])-1].fetched = fetched
 					_, err = measure(pathWarm, viaService)
+				}
+				if err == nil {
+					_, err = measure(pathSameHost, func() (*sqlDB, error) {
+						return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, local: svcDir, log: cfg.Log})
+					})
 				}
 			}
 			if serr := svc.stop(cfg.Keep); err == nil && serr != nil {
@@ -190,7 +196,8 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 		"- `local`: the SQLite file on local disk (through the same VFS, page by page with pread; the file is in the OS page cache): the baseline.\n" +
 		fmt.Sprintf("- `store-direct`: no service; the client reads the store itself, every request paying the emulated round trip (%s).\n", rtt) +
 		"- `service-cold`: a `chunkd serve` just started with an empty cache dir: the first query after its start, while it reads through from the store and downloads the appendix file.\n" +
-		"- `service-warm`: the same service once the appendix file is on its disk; a fresh client (nothing in its memory).\n\n" +
+		"- `service-warm`: the same service once the appendix file is on its disk; a fresh client (nothing in its memory).\n" +
+		"- `service-same-host`: the same warm service, and a fresh client that reads the files the service has verified straight from its cache dir (`chunkd sql --service-dir`): a pread and a CRC check per page, no request.\n\n" +
 		"Cases: `seed-join` is the seed article's query; `point-lookups` looks up random sentence ids one at a time (the same ids on every path of a run), timed as a whole; " +
 		"`point-lookup-each` is the latency of each of those lookups (the first ones pay for the b-tree's upper pages); `aggregate` scans the sentences table. " +
 		"In the case tables an operation is one run of a query as a whole (one lookup in `point-lookup-each`), so ops/s is runs (lookups) per second.\n\n")

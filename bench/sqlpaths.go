@@ -36,6 +36,7 @@ const (
 	pathServiceMem  = "service-mem"
 	pathCold        = "service-cold"
 	pathWarm        = "service-warm"
+	pathSameHost    = "service-same-host"
 )
 
 // sqlDataset is a generated SQLite file and its import into a folder
@@ -145,6 +146,7 @@ type tierOpts struct {
 	store   store.Store // as the client sees it (with the emulated round trip)
 	db      string
 	service string // the service's URL; "" reads the store directly
+	local   string // the service's cache dir, read directly (same host)
 	mem     int64  // the client's memory tier: 0 its default (256 MiB), < 0 none
 	prewarm bool   // read every page into the memory tier before opening
 	sqlite  *sqlitevfs.Options
@@ -155,7 +157,7 @@ type tierOpts struct {
 // "chunkd sql" process would (manifest, root, page map, then pages).
 func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
 	logger := slog.New(slog.NewTextHandler(o.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := client.Open(ctx, client.Options{Store: o.store, DB: o.db, Service: o.service, MemBytes: o.mem, Logger: logger})
+	c, err := client.Open(ctx, client.Options{Store: o.store, DB: o.db, Service: o.service, LocalDir: o.local, MemBytes: o.mem, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
