@@ -36,7 +36,7 @@ const (
 	sbRangeSize    = 100 // rows of each range query
 	sbRandomPoints = 10  // k values of select_random_points
 	sbRandomRanges = 10  // ranges of select_random_ranges
-	sbRangeDelta   = 5   // their width
+	sbRangeDelta   = 5   // each is k BETWEEN v AND v+delta
 	sbJoinLimit    = 500 // rows of index_join and index_join_scan
 )
 
@@ -109,15 +109,15 @@ func sysbenchTests(rows int) []sbTest {
 			},
 		},
 		{
-			name: "oltp_read_only", about: fmt.Sprintf("a transaction on a random table: %d point selects, then a range of %d ids read plain, summed, ordered and distinct", sbPointSelects, sbRangeSize),
+			name: "oltp_read_only", about: fmt.Sprintf("a transaction: %d point selects, then a range of %d ids read plain, summed, ordered and distinct; each group of statements on a random table", sbPointSelects, sbRangeSize),
 			stmts: readOnly,
 			event: func(ctx context.Context, s *sbSession, rng *rand.Rand) (int, error) {
-				t := table(rng)
 				if _, err := s.conn.ExecContext(ctx, "BEGIN"); err != nil {
 					return 0, err
 				}
 				n := 0
 				err := func() error {
+					t := table(rng)
 					for i := 0; i < sbPointSelects; i++ {
 						k, err := s.query(ctx, "0point"+t, uniform(rng, rows))
 						if err != nil {
@@ -126,6 +126,7 @@ func sysbenchTests(rows int) []sbTest {
 						n += k
 					}
 					for _, q := range []string{"1simple", "2sum", "3order", "4distinct"} {
+						t := table(rng)
 						lo := rangeStart(rng, sbRangeSize)
 						k, err := s.query(ctx, q+t, lo, lo+sbRangeSize-1)
 						if err != nil {
@@ -142,26 +143,26 @@ func sysbenchTests(rows int) []sbTest {
 			},
 		},
 		{
-			name: "select_random_points", about: fmt.Sprintf("rows of %d random k values (IN list, through the index on k) in a random table", sbRandomPoints),
-			stmts: perTable("SELECT id, k, c, pad FROM sbtest%d WHERE k IN (" + inList + ")"),
+			name: "select_random_points", about: fmt.Sprintf("rows of %d random k values (IN list, through the index on k) in sbtest1", sbRandomPoints),
+			stmts: map[string]string{"q": "SELECT id, k, c, pad FROM sbtest1 WHERE k IN (" + inList + ")"},
 			event: func(ctx context.Context, s *sbSession, rng *rand.Rand) (int, error) {
 				args := make([]any, sbRandomPoints)
 				for i := range args {
 					args[i] = uniform(rng, rows)
 				}
-				return s.query(ctx, table(rng), args...)
+				return s.query(ctx, "q", args...)
 			},
 		},
 		{
-			name: "select_random_ranges", about: fmt.Sprintf("count over %d random ranges of k, each %d wide, in a random table", sbRandomRanges, sbRangeDelta),
-			stmts: perTable("SELECT count(k) FROM sbtest%d WHERE " + ranges),
+			name: "select_random_ranges", about: fmt.Sprintf("count over %d random ranges of k, each %d values wide, in sbtest1", sbRandomRanges, sbRangeDelta+1),
+			stmts: map[string]string{"q": "SELECT count(k) FROM sbtest1 WHERE " + ranges},
 			event: func(ctx context.Context, s *sbSession, rng *rand.Rand) (int, error) {
 				args := make([]any, 0, 2*sbRandomRanges)
 				for i := 0; i < sbRandomRanges; i++ {
-					lo := rangeStart(rng, sbRangeDelta)
-					args = append(args, lo, lo+sbRangeDelta-1)
+					lo := rangeStart(rng, sbRangeDelta+1)
+					args = append(args, lo, lo+sbRangeDelta)
 				}
-				return s.query(ctx, table(rng), args...)
+				return s.query(ctx, "q", args...)
 			},
 		},
 		{
@@ -448,7 +449,8 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 	// The statements.
 	var s strings.Builder
 	s.WriteString("Written for SQLite from the published definitions of sysbench's OLTP scripts and Dolt's read-test scripts. Differences: SQLite has no server, so there is no network hop or wire format on any path; " +
-		"Dolt's scans filter on an indexed column, which SQLite's planner would answer through the index (a row lookup per entry), so the scans that Dolt names table scans say NOT INDEXED, and index_scan says INDEXED BY; " +
+		"Dolt's scans filter columns of its own typed sbtest1, which the narrow sbtest tables (id, k, c, pad) lack, so ours filter k; k is indexed and SQLite's planner would answer through the index (a row lookup per entry), so the scans that Dolt names table scans say NOT INDEXED, and index_scan says INDEXED BY; " +
+		"sbtypes' set_col has 14 values where Dolt's has 3, so groupby_scan returns more groups; " +
 		"Dolt's joins read the first 500 rows every time, ours start at a uniform random id so that each event reads other pages; the scans use the sbtest tables (and sbtypes for the typed ones) instead of Dolt's own typed sbtest1.\n\n")
 	s.WriteString("| test | what it does | statements |\n|---|---|---|\n")
 	for _, t := range tests {

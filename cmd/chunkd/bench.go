@@ -21,7 +21,7 @@ type benchCommand struct {
 
 func (*benchCommand) Name() string { return "bench" }
 func (*benchCommand) Synopsis() string {
-	return "run a benchmark suite (disk, chunks, bigdata) and write a report with its environment"
+	return "run a benchmark suite (disk, chunks, bigdata, sql, sysbench, title5) and write a report with its environment"
 }
 
 // intsFlag is a comma-separated list of positive integers.
