@@ -477,6 +477,31 @@ func TestEviction(t *testing.T) {
 	f.waitDownloads(4)
 }
 
+// TestRestartKeepsUseOrder: after a restart, the file evicted is the one
+// least recently read, not the one downloaded first.
+func TestRestartKeepsUseOrder(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 40, Files: 2}, Config{MemBytes: 1})
+	for i, file := range f.db.Files {
+		f.get(file.Addrs[0])
+		f.waitDownloads(i + 1)
+	}
+	if r := f.get(f.db.Files[0].Addrs[1]); r.Tier != api.TierDisk { // the first file is now the last used
+		t.Fatalf("first file: %v", r.Tier)
+	}
+	f.cache.Close()
+	size := max(f.db.Files[0].Size, f.db.Files[1].Size)
+	f.open(Config{MemBytes: 1, DiskBytes: size + size/2}) // room for one: one is evicted at startup
+	if n := f.cache.disk.fileCount(); n != 1 {
+		t.Fatalf("%d files after restart", n)
+	}
+	if r := f.get(f.db.Files[0].Addrs[2]); r.Tier != api.TierDisk {
+		t.Fatalf("last used file: %v after restart", r.Tier)
+	}
+	if r := f.get(f.db.Files[1].Addrs[2]); r.Tier != api.TierStore {
+		t.Fatalf("least recently used file: %v after restart", r.Tier)
+	}
+}
+
 func TestDiskTooSmall(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 40}, Config{MemBytes: 1, DiskBytes: 1000})
 	a := f.db.Files[0].Addrs[0]

@@ -70,7 +70,7 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 			continue // a local Dolt journal is not a table file
 		}
 		if t := known[spec.Name]; t != nil {
-			t.appendix = appendix[spec.Name]
+			t.appendix.Store(appendix[spec.Name])
 			opened[i] = t
 			continue
 		}
@@ -103,7 +103,7 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 			byName[t.name] = t
 		}
 	}
-	sort.SliceStable(tables, func(i, j int) bool { return tables[i].appendix && !tables[j].appendix })
+	sort.SliceStable(tables, func(i, j int) bool { return tables[i].appendix.Load() && !tables[j].appendix.Load() })
 	d.mu.Lock()
 	d.root = m.Root
 	d.tables = tables

@@ -281,10 +281,15 @@ func syncDir(dir string) error {
 	return f.Sync()
 }
 
+// close closes the files, and records each one's last use as its mtime,
+// which openDisk reads back: eviction after a restart follows use, not
+// download order.
 func (d *disk) close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, cf := range d.files {
+		used := time.Unix(0, cf.lastUse.Load())
+		os.Chtimes(cf.path, used, used) // best effort: a failure costs only eviction order
 		cf.mu.Lock()
 		if cf.f != nil {
 			cf.f.Close()

@@ -23,7 +23,7 @@ const MaxBatch = api.MaxBatch
 // NewGRPC returns a gRPC server with the ChunkCache service, health
 // checking and reflection registered.
 func NewGRPC(c *Cache) *grpc.Server {
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(api.MaxGRPCMessage), grpc.MaxSendMsgSize(api.MaxGRPCMessage))
+	s := grpc.NewServer(grpc.MaxRecvMsgSize(api.MaxGRPCRequest), grpc.MaxSendMsgSize(api.MaxGRPCMessage))
 	chunkpb.RegisterChunkCacheServer(s, &grpcService{c: c})
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
@@ -22,7 +23,7 @@ type table struct {
 	name     string // as in the manifest
 	key      string // object key in the store
 	size     int64
-	appendix bool
+	appendix atomic.Bool      // named as an appendix by the latest manifest
 	idx      *tablefile.Table // reads go through table.ReadAt
 
 	mu   sync.Mutex
@@ -46,7 +47,8 @@ func (c *Cache) openTable(ctx context.Context, d *database, name string, appendi
 	if err != nil {
 		return nil, storeErr(err, "database %q: table file %s", d.name, name)
 	}
-	t := &table{c: c, db: d.name, name: name, key: key, size: size, appendix: appendix}
+	t := &table{c: c, db: d.name, name: name, key: key, size: size}
+	t.appendix.Store(appendix)
 	opts := &tablefile.Options{Tail: c.cfg.IndexTail}
 	if cf := c.disk.get(key); cf != nil && cf.size == size {
 		t.file = cf
@@ -332,7 +334,7 @@ func (t *table) readRemote(ctx context.Context, c *Cache, entries []tablefile.En
 }
 
 func (t *table) info() api.TableInfo {
-	ti := api.TableInfo{Name: t.name, Size: t.size, Chunks: t.idx.Count(), Appendix: t.appendix, State: "remote"}
+	ti := api.TableInfo{Name: t.name, Size: t.size, Chunks: t.idx.Count(), Appendix: t.appendix.Load(), State: "remote"}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
