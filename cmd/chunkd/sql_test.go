@@ -44,7 +44,7 @@ func TestSQLCommands(t *testing.T) {
 	if root1 == nil {
 		t.Fatalf("import printed no version:\n%s", out)
 	}
-	mustChunkd(t, "import", "--store", storeURL, "--db", "s", "--message", "second", v2)
+	mustChunkd(t, "import", "--store", storeURL, "--db", "s", v2, "--message", "second") // flags after the file, as the issue writes it
 	log := mustChunkd(t, "log", "--store", storeURL, "--db", "s")
 	if strings.Count(log, "version ") != 2 || !strings.Contains(log, "first") || !strings.Contains(log, "second") {
 		t.Fatalf("log:\n%s", log)
