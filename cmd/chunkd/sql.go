@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/csv"
@@ -8,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -264,6 +267,13 @@ func text(v any) string {
 		return "x'" + hex.EncodeToString(x) + "'"
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
+	case float64:
+		// Plain decimals where they are exact and short (1000000, not
+		// 1e+06), exponents for the very large and very small.
+		if a := math.Abs(x); a == 0 || (a >= 1e-4 && a < 1e15) {
+			return strconv.FormatFloat(x, 'f', -1, 64)
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
 	}
 	return fmt.Sprint(v)
 }
@@ -284,22 +294,33 @@ func (rw *rowWriter) row(vals []any) error {
 		}
 		return rw.cw.Write(s)
 	default:
-		obj := make(map[string]any, len(vals))
+		// An object per row, its keys in column order; a name that appears
+		// twice (SELECT a.id, b.id) appears twice, as sqlite3's JSON mode
+		// writes it.
+		var b bytes.Buffer
+		b.WriteByte('{')
 		for i, v := range vals {
-			if b, ok := v.([]byte); ok {
-				v = text(b)
+			if i > 0 {
+				b.WriteByte(',')
 			}
-			obj[rw.cols[i]] = v
+			if x, ok := v.([]byte); ok {
+				v = text(x)
+			}
+			k, _ := json.Marshal(rw.cols[i])
+			val, err := json.Marshal(v)
+			if err != nil {
+				return fmt.Errorf("column %s: %w", rw.cols[i], err)
+			}
+			b.Write(k)
+			b.WriteByte(':')
+			b.Write(val)
 		}
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return err
-		}
+		b.WriteByte('}')
 		sep := ",\n"
 		if rw.first {
 			sep, rw.first = "\n", false
 		}
-		_, err = fmt.Fprintf(rw.w, "%s%s", sep, b)
+		_, err := fmt.Fprintf(rw.w, "%s%s", sep, b.Bytes())
 		return err
 	}
 }
