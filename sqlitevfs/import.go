@@ -229,7 +229,11 @@ func doImport(ctx context.Context, s store.Store, path string, o *ImportOptions)
 	// Commit: replace the manifest if nobody else did first.
 	written := map[addr.Addr]bool{rootAddr: true}
 	for attempt := 1; ; attempt++ {
-		m, err := newManifest(h.m, files, app, rootAddr)
+		var retire []string
+		if app != nil {
+			retire = h.replaceableAppendix()
+		}
+		m, err := newManifest(h.m, files, app, retire, rootAddr)
 		if err != nil {
 			return nil, err
 		}
@@ -253,10 +257,11 @@ func doImport(ctx context.Context, s store.Store, path string, o *ImportOptions)
 		if h, err = loadHead(ctx, mdb, prev); err != nil {
 			return nil, err
 		}
-		// Chunks found in the old head's files were not uploaded; imports
-		// only ever add files, but make sure nothing took them away.
-		for name := range prev.byName {
-			if h.byName[name] == nil {
+		// Chunks found in the old head's files were not uploaded. Imports
+		// only add files, and drop a replaced appendix only when the other
+		// files hold all its chunks; make sure nothing else took them away.
+		for name, t := range prev.byName {
+			if h.byName[name] == nil && !h.holdsAll(t) {
 				return nil, fmt.Errorf("database %s was rewritten during the import: table file %s, which holds chunks of the new version, is no longer in its manifest; import again", mdb, name)
 			}
 		}
@@ -463,13 +468,18 @@ func writeAppendix(ctx context.Context, mdb *manifest.DB, src *os.File, pageSize
 }
 
 // newManifest returns the manifest of base (nil: a new database) with the
-// given table files added, app (if not nil) as the appendix, and root.
-func newManifest(base *manifest.Manifest, files []manifest.Spec, app *manifest.Spec, root addr.Addr) (*manifest.Manifest, error) {
+// given table files added, the files named in retire left out, app (if
+// not nil) as the appendix, and root.
+func newManifest(base *manifest.Manifest, files []manifest.Spec, app *manifest.Spec, retire []string, root addr.Addr) (*manifest.Manifest, error) {
 	m := &manifest.Manifest{Version: manifest.Version5, NBF: manifest.FormatChunkdSQLite}
 	if base != nil {
 		m.GCGen = base.GCGen
-		m.Specs = slices.Clone(base.Specs)
-		m.Appendix = slices.Clone(base.Appendix)
+		for _, s := range base.Specs {
+			if !slices.Contains(retire, s.Name) {
+				m.Specs = append(m.Specs, s)
+			}
+		}
+		m.Appendix = slices.DeleteFunc(slices.Clone(base.Appendix), func(n string) bool { return slices.Contains(retire, n) })
 	}
 	for _, f := range files {
 		if !m.HasSpec(f.Name) {
@@ -509,6 +519,62 @@ func (h *head) has(a addr.Addr) bool {
 		}
 	}
 	return false
+}
+
+// holdsAll reports whether the head's files hold every chunk of t.
+func (h *head) holdsAll(t *tablefile.Table) bool {
+	for _, e := range t.Entries() {
+		if !h.has(e.Addr) {
+			return false
+		}
+	}
+	return true
+}
+
+// replaceableAppendix returns the head's appendix files that a new
+// appendix may replace in the manifest: those whose every chunk is also in
+// one of the database's other files (always so for appendixes chunkd
+// wrote, as each import also writes its new chunks to a plain file). A
+// new version's manifest need not name them; the objects stay in the
+// store, so readers of older manifests are not disturbed. Without this,
+// every import would leave another full copy of the database named in
+// the manifest, for every reader to open.
+func (h *head) replaceableAppendix() []string {
+	if h.m == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range h.m.Appendix {
+		app := h.byName[name]
+		if app == nil {
+			continue
+		}
+		var others []*tablefile.Table
+		for n, t := range h.byName {
+			if !slices.Contains(h.m.Appendix, n) {
+				others = append(others, t)
+			}
+		}
+		held := func(a addr.Addr) bool {
+			for _, t := range others {
+				if t.Has(a) {
+					return true
+				}
+			}
+			return false
+		}
+		all := true
+		for _, e := range app.Entries() {
+			if !held(e.Addr) {
+				all = false
+				break
+			}
+		}
+		if all {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // loadHead loads the manifest of mdb and opens the indexes of its table
