@@ -8,6 +8,7 @@ package api
 //	DIR/chunkd-cache        the layout marker, holding CacheLayout
 //	DIR/tables/<store key>  whole table files, verified before they were put there
 //	DIR/tmp/                downloads in progress; never read
+//	DIR/dbs/<db>.json       each database's last known table files (the service's own)
 //
 // A file enters tables/ only by a rename after the service has checked its
 // footer and index, every record's CRC-32C (or zstd frame), and that every
@@ -17,6 +18,7 @@ package api
 const (
 	CacheTablesDir  = "tables"
 	CacheTmpDir     = "tmp"
+	CacheDBsDir     = "dbs"
 	CacheLayoutFile = "chunkd-cache"
 	// CacheLayout is the marker's contents for the layout above. A cache
 	// directory without it (or with other contents) was written by another

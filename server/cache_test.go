@@ -316,6 +316,55 @@ func TestRestartKeepsCache(t *testing.T) {
 	}
 }
 
+// TestRestartWithStoreDown: a service restarted while the store is
+// unreachable serves the files it has on disk, from the database state it
+// saved; a chunk it cannot place is an unreachable-store error, not
+// "absent"; when the store is back, the rest is read through again.
+func TestRestartWithStoreDown(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 30, Files: 2}, Config{MemBytes: 1})
+	onDisk, elsewhere := f.db.Files[0], f.db.Files[1]
+	f.get(onDisk.Addrs[0])
+	f.waitDownloads(1)
+	f.cache.Close()
+	f.fs.down.Store(true)
+	f.open(Config{MemBytes: 1})
+	for _, a := range onDisk.Addrs {
+		if r := f.get(a); r.Tier != api.TierDisk {
+			t.Fatalf("store down after restart: %v", r.Tier)
+		}
+	}
+	info, err := f.cache.DBInfo(context.Background(), "db1")
+	if err != nil || info.Root != f.db.Root.String() || len(info.Tables) != 1 || info.Tables[0].State != "cached" {
+		t.Fatalf("DBInfo offline: %+v, %v", info, err)
+	}
+	for _, a := range []addr.Addr{elsewhere.Addrs[0], addr.Of([]byte("absent"))} {
+		if _, err := f.cache.GetChunk(context.Background(), "db1", a); !errors.Is(err, ErrStoreUnreachable) {
+			t.Fatalf("chunk not on disk, store down: %v", err)
+		}
+	}
+	if _, err := f.cache.HasChunks(context.Background(), "db1", []addr.Addr{elsewhere.Addrs[0]}); !errors.Is(err, ErrStoreUnreachable) {
+		t.Fatalf("HasChunks of a chunk not on disk, store down: %v", err)
+	}
+	f.fs.down.Store(false)
+	if r := f.get(elsewhere.Addrs[1]); r.Tier != api.TierStore {
+		t.Fatalf("store back: %v", r.Tier)
+	}
+	if r := f.get(addr.Of([]byte("absent"))); r.Found {
+		t.Fatal("absent chunk found")
+	}
+
+	// Without a saved state (a database never loaded), the store is needed.
+	f.cache.Close()
+	f.fs.down.Store(true)
+	if err := os.RemoveAll(filepath.Join(f.dir, api.CacheDBsDir)); err != nil {
+		t.Fatal(err)
+	}
+	f.open(Config{MemBytes: 1})
+	if _, err := f.cache.GetChunk(context.Background(), "db1", onDisk.Addrs[0]); !errors.Is(err, ErrStoreUnreachable) {
+		t.Fatalf("no saved state, store down: %v", err)
+	}
+}
+
 // TestOlderLayoutIsDropped: files in a cache dir without the layout
 // marker may not have been hashed, so the service removes them.
 func TestOlderLayoutIsDropped(t *testing.T) {

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"sort"
 	"sync"
@@ -26,6 +28,13 @@ type database struct {
 	tables   []*table // appendix files first: a miss prefers to download them
 	byName   map[string]*table
 	loadedAt time.Time
+	// missing counts table files of the saved state that were not on
+	// disk when the database was loaded offline (loadOffline): until the
+	// manifest is read again, a chunk found in no file is unknown.
+	missing int
+
+	stateMu sync.Mutex
+	saved   []byte // the state last saved (saveState)
 }
 
 func (c *Cache) loadDatabase(ctx context.Context, name string) (*database, error) {
@@ -35,7 +44,16 @@ func (c *Cache) loadDatabase(ctx context.Context, name string) (*database, error
 	}
 	d := &database{name: name, mdb: mdb, byName: map[string]*table{}}
 	if err := d.refresh(ctx, c); err != nil {
-		return nil, err
+		if !errors.Is(err, ErrStoreUnreachable) {
+			return nil, err
+		}
+		if oerr := c.loadOffline(d); oerr != nil {
+			if !errors.Is(oerr, fs.ErrNotExist) {
+				c.log.Warn("saved database state not used", "db", name, "err", oerr)
+			}
+			return nil, err
+		}
+		c.log.Warn("store unreachable: serving the database's files on disk from its saved state", "db", name, "files", len(d.tables), "not on disk", d.missing, "err", err)
 	}
 	return d, nil
 }
@@ -109,7 +127,9 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 	d.tables = tables
 	d.byName = byName
 	d.loadedAt = time.Now()
+	d.missing = 0
 	d.mu.Unlock()
+	c.saveState(d)
 	return nil
 }
 
@@ -118,7 +138,7 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 func (d *database) find(ctx context.Context, c *Cache, a addr.Addr) (*table, tablefile.Entry, error) {
 	for attempt := 0; ; attempt++ {
 		d.mu.RLock()
-		tables, loadedAt := d.tables, d.loadedAt
+		tables, loadedAt, missing := d.tables, d.loadedAt, d.missing
 		d.mu.RUnlock()
 		for _, t := range tables {
 			if !t.idx.MayContain(a) {
@@ -127,6 +147,9 @@ func (d *database) find(ctx context.Context, c *Cache, a addr.Addr) (*table, tab
 			if e, ok := t.idx.Lookup(a); ok {
 				return t, e, nil
 			}
+		}
+		if missing > 0 && attempt > 0 {
+			return nil, tablefile.Entry{}, fmt.Errorf("database %q: chunk %s is in none of its files on disk, %d of its files are not on disk, and its manifest could not be read: %w", d.name, a, missing, ErrStoreUnreachable)
 		}
 		if attempt > 0 || time.Since(loadedAt) < c.cfg.ManifestTTL {
 			return nil, tablefile.Entry{}, nil

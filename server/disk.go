@@ -56,7 +56,7 @@ const (
 // another layout it removed.
 func openDisk(dir string, max int64, fsync bool, m *metrics) (d *disk, dropped int, err error) {
 	d = &disk{dir: dir, max: max, fsync: fsync, m: m, files: map[string]*cachedFile{}}
-	for _, sub := range []string{tablesDir, tmpDir} {
+	for _, sub := range []string{tablesDir, tmpDir, api.CacheDBsDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return nil, 0, fmt.Errorf("cache directory: %w", err)
 		}
