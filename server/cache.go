@@ -280,9 +280,7 @@ func (c *Cache) database(ctx context.Context, name string) (*database, error) {
 		// The load is shared by every request waiting on it, so it runs
 		// on the service's context: one caller giving up must not fail
 		// the others.
-		lctx, cancel := context.WithTimeout(c.ctx, c.cfg.StoreTimeout)
-		defer cancel()
-		d, err := c.loadDatabase(lctx, name)
+		d, err := c.loadDatabase(c.ctx, name)
 		if err != nil {
 			return nil, err
 		}

@@ -60,8 +60,13 @@ func (c *Cache) loadDatabase(ctx context.Context, name string) (*database, error
 
 // refresh reads the manifest again and opens the indexes of any files it
 // has not seen. Indexes of files it already knows are kept.
+//
+// Each store request has its own deadline (StoreTimeout), not the load as
+// a whole: a database of a thousand files takes many round trips.
 func (d *database) refresh(ctx context.Context, c *Cache) error {
-	m, _, err := d.mdb.Load(ctx)
+	mctx, cancel := context.WithTimeout(ctx, c.cfg.StoreTimeout)
+	m, _, err := d.mdb.Load(mctx)
+	cancel()
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return errorf(http.StatusNotFound, nil, "unknown database %q: no manifest in %s", d.name, c.cfg.Store)
@@ -163,9 +168,7 @@ func (d *database) find(ctx context.Context, c *Cache, a addr.Addr) (*table, tab
 			if fresh {
 				return nil, nil
 			}
-			rctx, cancel := context.WithTimeout(c.ctx, c.cfg.StoreTimeout)
-			defer cancel()
-			return nil, d.refresh(rctx, c)
+			return nil, d.refresh(c.ctx, c)
 		})
 		if err != nil {
 			return nil, tablefile.Entry{}, err

@@ -43,7 +43,9 @@ const (
 )
 
 func (c *Cache) openTable(ctx context.Context, d *database, name string, appendix bool) (*table, error) {
-	key, size, err := d.mdb.ResolveTable(ctx, name)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.StoreTimeout)
+	key, size, err := d.mdb.ResolveTable(rctx, name)
+	cancel()
 	if err != nil {
 		return nil, storeErr(err, "database %q: table file %s", d.name, name)
 	}
