@@ -165,6 +165,9 @@ func checkRecordCRC(e Entry, rec []byte) error {
 }
 
 // decodeRecord checks a snappy record's CRC and decodes it.
+// snappyMaxExpansion bounds decoded/encoded for a snappy block.
+const snappyMaxExpansion = 22
+
 func decodeRecord(e Entry, rec []byte) ([]byte, error) {
 	if err := checkRecordCRC(e, rec); err != nil {
 		return nil, err
@@ -173,6 +176,12 @@ func decodeRecord(e Entry, rec []byte) ([]byte, error) {
 	n, err := snappy.DecodedLen(body)
 	if err != nil || n > maxChunkLen {
 		return nil, corruptf(int64(e.Offset), e.Addr.String(), "bad snappy header: %v", err)
+	}
+	// A snappy op yields at most 64 bytes from 3, so a block decodes to
+	// less than 22 times its size: a header claiming more is corrupt, and
+	// is refused before the buffer is allocated.
+	if n > snappyMaxExpansion*len(body) {
+		return nil, corruptf(int64(e.Offset), e.Addr.String(), "snappy header claims %d bytes, more than a %d-byte block can hold", n, len(body))
 	}
 	out, err := snappy.Decode(make([]byte, n), body)
 	if err != nil {

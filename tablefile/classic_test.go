@@ -2,16 +2,20 @@ package tablefile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/klauspost/compress/snappy"
 )
 
 func isCorruptFixture(path string) bool { return strings.Contains(path, "aa3a08lf") }
@@ -365,4 +369,27 @@ func joinInts(v []int) string {
 		s[i] = strconv.Itoa(x)
 	}
 	return strings.Join(s, ",")
+}
+
+// TestSnappyClaimBounded: a record whose snappy header claims far more
+// bytes than its block can hold is corrupt, refused before allocating.
+func TestSnappyClaimBounded(t *testing.T) {
+	body := []byte{0x80, 0x80, 0x80, 0x80, 0x02, 0x00} // claims 512 MiB in 6 bytes
+	rec := binary.BigEndian.AppendUint32(append([]byte{}, body...), crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := decodeRecord(Entry{Length: uint32(len(rec))}, rec); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("decode: %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Fatalf("decoding a 10-byte record allocated %d bytes", n)
+	}
+	// The largest honest expansion still decodes: 64 KiB of one byte.
+	data := bytes.Repeat([]byte{'a'}, 64<<10)
+	enc := snappy.Encode(nil, data)
+	rec = binary.BigEndian.AppendUint32(enc, crc32.Checksum(enc, crc32.MakeTable(crc32.Castagnoli)))
+	if got, err := decodeRecord(Entry{Length: uint32(len(rec))}, rec); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("64 KiB of one byte (%d encoded): %v", len(enc), err)
+	}
 }
