@@ -678,6 +678,13 @@ func TestWALSource(t *testing.T) {
 	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() == 0 {
 		t.Fatalf("no WAL: %v", err)
 	}
+	// Read as a plain file, the database alone would be out of date.
+	if d, err := OpenFile(path, nil); err == nil || !strings.Contains(err.Error(), "-wal") {
+		if d != nil {
+			d.Close()
+		}
+		t.Fatalf("OpenFile with a WAL beside it: %v", err)
+	}
 	importFile(t, s, path, ImportOptions{DB: "wal"})
 	c := newClient(t, s, "wal", "")
 	_, got, _ := openHead(t, c)
@@ -696,6 +703,11 @@ func TestWALSource(t *testing.T) {
 	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("WAL still there: %v", err)
 	}
+	d, err := OpenFile(path, nil)
+	if err != nil {
+		t.Fatalf("OpenFile once checkpointed: %v", err)
+	}
+	d.Close()
 	importFile(t, s, path, ImportOptions{DB: "wal"})
 	c = newClient(t, s, "wal", "")
 	_, got, _ = openHead(t, c)

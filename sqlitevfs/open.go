@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +65,22 @@ func OpenImage(label string, p Pages, o *Options) (*DB, error) {
 // VFS, page by page with pread (FilePages), so that it differs from a
 // database read through the chunkd tiers only in where the pages come
 // from. Close closes the file.
+//
+// The file is read alone, as an immutable image: a database with a
+// non-empty write-ahead log (-wal) or rollback journal (-journal) beside it
+// is refused, since changes in those may not be in the file yet (Import
+// reads through them).
 func OpenFile(path string, o *Options) (*DB, error) {
+	for _, side := range []struct{ suffix, what string }{
+		{"-wal", "a write-ahead log"},
+		{"-journal", "a rollback journal (a write in progress, or one a crash left)"},
+	} {
+		if fi, err := os.Stat(path + side.suffix); err == nil && fi.Size() > 0 {
+			return nil, fmt.Errorf("%s has %s, %s%s (%d bytes), whose changes may not be in the file yet; "+
+				"this read-only view reads the file alone: checkpoint it first (sqlite3 %s 'PRAGMA wal_checkpoint(TRUNCATE)', or close its writers), or publish it with chunkd import, which reads through it",
+				path, side.what, filepath.Base(path), side.suffix, fi.Size(), path)
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
