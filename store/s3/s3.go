@@ -8,8 +8,11 @@
 // Query parameters (all optional):
 //
 //	endpoint      service URL, such as http://127.0.0.1:9000; default: the
-//	              environment's AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS
-//	region        default: AWS_REGION or AWS_DEFAULT_REGION; us-east-1 for a
+//	              environment's AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else
+//	              the profile's endpoint_url in the AWS config file, else AWS
+//	region        default: AWS_REGION or AWS_DEFAULT_REGION, else the profile's
+//	              region in the AWS config file (AWS_CONFIG_FILE or
+//	              ~/.aws/config, profile AWS_PROFILE); us-east-1 for a
 //	              custom endpoint; looked up from the bucket on AWS
 //	path_style    true or false: path-style addressing (the default when an
 //	              endpoint is given) or virtual-hosted buckets
@@ -46,6 +49,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +59,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"gopkg.in/ini.v1"
 
 	"github.com/chunkd/chunkd/store"
 )
@@ -166,6 +171,15 @@ func ParseURL(u *url.URL) (Config, error) {
 	if cfg.Region == "" {
 		cfg.Region = firstEnv("AWS_REGION", "AWS_DEFAULT_REGION")
 	}
+	if cfg.Endpoint == "" || cfg.Region == "" {
+		prof := sharedConfig()
+		if cfg.Endpoint == "" {
+			cfg.Endpoint = prof.Key("endpoint_url").String()
+		}
+		if cfg.Region == "" {
+			cfg.Region = prof.Key("region").String()
+		}
+	}
 	cfg.PathStyle = cfg.Endpoint != ""
 	if pathStyle != "" {
 		b, err := strconv.ParseBool(pathStyle)
@@ -178,6 +192,33 @@ func ParseURL(u *url.URL) (Config, error) {
 		return bad("secret_key or session_token without access_key")
 	}
 	return cfg, nil
+}
+
+// sharedConfig returns the profile's section of the AWS config file
+// (AWS_CONFIG_FILE, else ~/.aws/config; profile AWS_PROFILE, else
+// default), or an empty section when there is none.
+func sharedConfig() *ini.Section {
+	empty := ini.Empty().Section("")
+	path := os.Getenv("AWS_CONFIG_FILE")
+	if path == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return empty
+		}
+		path = filepath.Join(home, ".aws", "config")
+	}
+	f, err := ini.Load(path)
+	if err != nil {
+		return empty
+	}
+	name := "default"
+	if p := os.Getenv("AWS_PROFILE"); p != "" && p != "default" {
+		name = "profile " + p
+	}
+	if sec, err := f.GetSection(name); err == nil {
+		return sec
+	}
+	return empty
 }
 
 func firstEnv(names ...string) string {

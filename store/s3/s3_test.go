@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +33,43 @@ func open(t *testing.T, rawURL string) store.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// TestConfigFile: region and endpoint come from the AWS config file's
+// profile when neither the URL nor the environment gives them.
+func TestConfigFile(t *testing.T) {
+	cfgFile := filepath.Join(t.TempDir(), "config")
+	err := os.WriteFile(cfgFile, []byte("[default]\nregion = eu-west-1\n\n[profile other]\nregion = ap-south-2\nendpoint_url = http://127.0.0.1:9999\n"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", cfgFile)
+	parse := func(raw string) s3store.Config {
+		t.Helper()
+		u, _ := url.Parse(raw)
+		cfg, err := s3store.ParseURL(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if cfg := parse("s3://b/p"); cfg.Region != "eu-west-1" || cfg.Endpoint != "" {
+		t.Errorf("default profile: region %q endpoint %q", cfg.Region, cfg.Endpoint)
+	}
+	t.Setenv("AWS_PROFILE", "other")
+	if cfg := parse("s3://b/p"); cfg.Region != "ap-south-2" || cfg.Endpoint != "http://127.0.0.1:9999" || !cfg.PathStyle {
+		t.Errorf("profile other: %+v", cfg)
+	}
+	t.Setenv("AWS_REGION", "us-west-2")
+	if cfg := parse("s3://b/p?region=sa-east-1"); cfg.Region != "sa-east-1" {
+		t.Errorf("the URL's region loses to %q", cfg.Region)
+	}
+	if cfg := parse("s3://b/p"); cfg.Region != "us-west-2" {
+		t.Errorf("the environment's region loses to %q", cfg.Region)
+	}
 }
 
 func TestContract(t *testing.T) {
