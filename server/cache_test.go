@@ -365,6 +365,44 @@ func TestRestartWithStoreDown(t *testing.T) {
 	}
 }
 
+// TestBrokenFileDoesNotHideOthers: a table file whose index cannot be
+// read does not keep the database's other files from being served; a
+// chunk in none of them is an error (it may be in the broken file), and
+// once the file is readable again a refresh opens it.
+func TestBrokenFileDoesNotHideOthers(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, Config{MemBytes: 1, ManifestTTL: 20 * time.Millisecond})
+	ctx := context.Background()
+	good, bad := f.db.Files[0], f.db.Files[1]
+	orig, err := f.fs.Get(ctx, bad.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fs.Put(ctx, bad.Key, bytes.Repeat([]byte{7}, len(orig))); err != nil {
+		t.Fatal(err)
+	}
+	f.cache.Close()
+	f.open(Config{MemBytes: 1, ManifestTTL: 20 * time.Millisecond})
+	if r := f.get(good.Addrs[0]); !r.Found {
+		t.Fatal("chunk of the good file not found")
+	}
+	for _, a := range []addr.Addr{bad.Addrs[0], addr.Of([]byte("absent"))} {
+		_, err := f.cache.GetChunk(ctx, "db1", a)
+		if err == nil || !strings.Contains(err.Error(), "could not be opened") || !strings.Contains(err.Error(), bad.Name) {
+			t.Fatalf("chunk not in the readable file: %v", err)
+		}
+	}
+	if err := f.fs.Put(ctx, bad.Key, orig); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond) // past ManifestTTL: the next miss refreshes
+	if r := f.get(bad.Addrs[0]); !r.Found {
+		t.Fatal("repaired file's chunk not found")
+	}
+	if r := f.get(addr.Of([]byte("absent"))); r.Found {
+		t.Fatal("absent chunk found")
+	}
+}
+
 // TestOlderLayoutIsDropped: files in a cache dir without the layout
 // marker may not have been hashed, so the service removes them.
 func TestOlderLayoutIsDropped(t *testing.T) {

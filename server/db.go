@@ -28,10 +28,13 @@ type database struct {
 	tables   []*table // appendix files first: a miss prefers to download them
 	byName   map[string]*table
 	loadedAt time.Time
-	// missing counts table files of the saved state that were not on
-	// disk when the database was loaded offline (loadOffline): until the
-	// manifest is read again, a chunk found in no file is unknown.
-	missing int
+	// missing counts table files the database has but the service could
+	// not open: files not on disk when it was loaded offline (loadOffline),
+	// or files whose index is unreadable. Until a refresh opens them, a
+	// chunk found in no file is unknown, not absent, and find returns
+	// missingErr.
+	missing    int
+	missingErr error
 
 	stateMu sync.Mutex
 	saved   []byte // the state last saved (saveState)
@@ -82,14 +85,18 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 	d.mu.RUnlock()
 
 	var (
-		wg      sync.WaitGroup
-		sem     = make(chan struct{}, 8)
-		errMu   sync.Mutex
-		firstEr error
-		opened  = make([]*table, len(m.Specs))
+		wg          sync.WaitGroup
+		sem         = make(chan struct{}, 8)
+		errMu       sync.Mutex
+		firstEr     error
+		unreachable error
+		broken      int
+		opened      = make([]*table, len(m.Specs))
 	)
+	journals := 0
 	for i, spec := range m.Specs {
 		if manifest.IsJournal(spec.Name) {
+			journals++
 			continue // a local Dolt journal is not a table file
 		}
 		if t := known[spec.Name]; t != nil {
@@ -106,8 +113,12 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 			errMu.Lock()
 			defer errMu.Unlock()
 			if err != nil {
+				broken++
 				if firstEr == nil {
 					firstEr = err
+				}
+				if unreachable == nil && errors.Is(err, ErrStoreUnreachable) {
+					unreachable = err
 				}
 				return
 			}
@@ -115,8 +126,19 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 		}(i, spec)
 	}
 	wg.Wait()
-	if firstEr != nil {
-		return firstEr
+	// An unreachable store fails the load (the next request tries again).
+	// A file that cannot be opened (corrupt, missing from the store) does
+	// not keep the others from being served, unless none can be.
+	if unreachable != nil {
+		return unreachable
+	}
+	var missingErr error
+	if broken > 0 {
+		if broken == len(m.Specs)-journals {
+			return firstEr
+		}
+		missingErr = fmt.Errorf("database %q: %d of its table files could not be opened, and the chunk is in none of the others (first: %w)", d.name, broken, firstEr)
+		c.log.Error("table files of the database could not be opened; serving the others", "db", d.name, "files", broken, "first", firstEr)
 	}
 	tables := make([]*table, 0, len(opened))
 	byName := make(map[string]*table, len(opened))
@@ -132,7 +154,7 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 	d.tables = tables
 	d.byName = byName
 	d.loadedAt = time.Now()
-	d.missing = 0
+	d.missing, d.missingErr = broken, missingErr
 	d.mu.Unlock()
 	c.saveState(d)
 	return nil
@@ -143,7 +165,7 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 func (d *database) find(ctx context.Context, c *Cache, a addr.Addr) (*table, tablefile.Entry, error) {
 	for attempt := 0; ; attempt++ {
 		d.mu.RLock()
-		tables, loadedAt, missing := d.tables, d.loadedAt, d.missing
+		tables, loadedAt, missing, missingErr := d.tables, d.loadedAt, d.missing, d.missingErr
 		d.mu.RUnlock()
 		for _, t := range tables {
 			if !t.idx.MayContain(a) {
@@ -153,10 +175,10 @@ func (d *database) find(ctx context.Context, c *Cache, a addr.Addr) (*table, tab
 				return t, e, nil
 			}
 		}
-		if missing > 0 && attempt > 0 {
-			return nil, tablefile.Entry{}, fmt.Errorf("database %q: chunk %s is in none of its files on disk, %d of its files are not on disk, and its manifest could not be read: %w", d.name, a, missing, ErrStoreUnreachable)
-		}
 		if attempt > 0 || time.Since(loadedAt) < c.cfg.ManifestTTL {
+			if missing > 0 {
+				return nil, tablefile.Entry{}, fmt.Errorf("chunk %s: %w", a, missingErr)
+			}
 			return nil, tablefile.Entry{}, nil
 		}
 		// The database may have new files: read its manifest again, once

@@ -110,6 +110,7 @@ func (c *Cache) loadOffline(d *database) error {
 	}
 	d.mu.Lock()
 	d.root, d.tables, d.byName, d.missing = root, tables, byName, missing
+	d.missingErr = fmt.Errorf("database %q: %d of its table files are not on disk and its manifest could not be read: %w", d.name, missing, ErrStoreUnreachable)
 	d.loadedAt = time.Time{} // stale: the next miss reads the manifest
 	d.mu.Unlock()
 	d.saved = b
