@@ -713,3 +713,25 @@ func TestMemoryTierRespectsDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestVerifyStopsOnShutdown: hashing a downloaded file stops at the next
+// read once the service is closing.
+func TestVerifyStopsOnShutdown(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 20}, Config{MemBytes: 1})
+	f.get(f.db.Files[0].Addrs[0])
+	f.waitDownloads(1)
+	tab := f.cache.dbs["db1"].tables[0]
+	file, err := os.Open(filepath.Join(f.dir, api.CacheTablesDir, filepath.FromSlash(tab.key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if err := verifyDownload(context.Background(), file, tab); err != nil {
+		t.Fatalf("verify a good file: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := verifyDownload(ctx, file, tab); !errors.Is(err, context.Canceled) {
+		t.Fatalf("verify while closing: %v", err)
+	}
+}

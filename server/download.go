@@ -136,7 +136,7 @@ func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
 	if off != t.size {
 		return nil, fmt.Errorf("%s: got %d bytes, expected %d", t.key, off, t.size)
 	}
-	if err := verifyDownload(f, t); err != nil {
+	if err := verifyDownload(c.ctx, f, t); err != nil {
 		return nil, err
 	}
 	if !c.cfg.NoFsync {
@@ -150,6 +150,19 @@ func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
 	}
 	committed = true
 	return cf, nil
+}
+
+// ctxReaderAt fails reads once ctx is done.
+type ctxReaderAt struct {
+	ctx context.Context
+	r   io.ReaderAt
+}
+
+func (c ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.ReadAt(p, off)
 }
 
 // errStalled cancels a download whose store sent nothing for too long.
@@ -167,9 +180,10 @@ func stalled(ctx context.Context, err error, idle time.Duration) error {
 // whole: its footer and index must match the index the service already
 // holds, every record must pass its CRC (or zstd) check, and every chunk
 // must hash to its address — what api.CacheLayout promises same-host
-// clients, which then check only CRCs.
-func verifyDownload(f *os.File, t *table) error {
-	got, err := tablefile.Open(f, t.size, nil)
+// clients, which then check only CRCs. Hashing a large file takes a
+// while: a cancelled ctx (shutdown) stops it at the next read.
+func verifyDownload(ctx context.Context, f *os.File, t *table) error {
+	got, err := tablefile.Open(ctxReaderAt{ctx, f}, t.size, nil)
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", t.key, err)
 	}
