@@ -47,11 +47,11 @@ func TestSuites(t *testing.T) {
 // suiteReportWants are strings a suite's report.md must hold besides the
 // common ones: its own tables and paths.
 var suiteReportWants = map[string][]string{
-	"sql": {"The seed's table", "| cache service, warm |", "| cache service, warm, same host |", "| object store directly |", "### point-lookup-each",
+	"sql": {"hit ratios per tier", "The seed's table", "| cache service, warm |", "| cache service, warm, same host |", "| object store directly |", "### point-lookup-each",
 		"Where the pages came from", "hit_ratio"},
-	"sysbench": {"reads_mean_multiplier", "| oltp_point_select |", "| index_join_scan |", "| types_table_scan |",
+	"sysbench": {"hit ratios per tier", "reads_mean_multiplier", "| oltp_point_select |", "| index_join_scan |", "| types_table_scan |",
 		"Where the pages came from", "`store-direct`", "hit_ratio"},
-	"title5": {"| threads |", "tps", "Where the pages came from", "`store-direct`", "hit_ratio"},
+	"title5": {"hit ratios per tier", "| threads |", "tps", "Where the pages came from", "`store-direct`", "hit_ratio"},
 }
 
 // checkSuiteReport checks a suite's own parts of its report: every path

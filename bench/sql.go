@@ -259,6 +259,7 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 
 	// Tiers per path: the last run's client counters, and medians of the
 	// figures over runs in metrics.csv.
+	allSplits := map[string]*tierSplit{}
 	var t strings.Builder
 	t.WriteString("What each path's client read, and from where (the last run; client.Stats). Pages read are SQLite's page-cache misses, through the VFS.\n\n")
 	t.WriteString("| query | path | wall time | pages read |" + strings.TrimPrefix(tierTableHeader, "| pages read per op |") + " service requests | store reads | store bytes read |\n")
@@ -272,6 +273,10 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 			last := rs[len(rs)-1]
 			var sp tierSplit
 			sp.add(last.stats, last.pages, 1)
+			if allSplits[p.name] == nil {
+				allSplits[p.name] = &tierSplit{}
+			}
+			allSplits[p.name].merge(&sp)
 			cells := sp.row(p.name == pathLocal)
 			cells = cells[strings.Index(cells, "|")+1:] // drop pages per op: one op
 			st := last.stats
@@ -294,6 +299,11 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 			}
 		}
 	}
+	var names []string
+	for _, p := range sqlPaths {
+		names = append(names, p.name)
+	}
+	setHitRatios(rep, names, func(path string) *tierSplit { return allSplits[path] })
 	t.WriteString("\nThe client's own summary, last run:\n\n")
 	for _, q := range queries {
 		for _, p := range sqlPaths[1:] {

@@ -399,6 +399,55 @@ func (t tierSplit) row(local bool) string {
 		t.pct(t.mem), t.pct(t.svcMem), t.pct(t.svcDisk), t.pct(t.svcPartial), t.pct(t.svcStore), t.pct(t.store), t.hedged, t.svcErrors)
 }
 
+// merge adds o's counts to t.
+func (t *tierSplit) merge(o *tierSplit) {
+	t.ops += o.ops
+	t.pageReads += o.pageReads
+	t.mem += o.mem
+	t.svcMem += o.svcMem
+	t.svcDisk += o.svcDisk
+	t.svcPartial += o.svcPartial
+	t.svcStore += o.svcStore
+	t.store += o.store
+	t.hedged += o.hedged
+	t.svcErrors += o.svcErrors
+}
+
+// summary names the tiers that served pages, with their shares.
+func (t tierSplit) summary() string {
+	var parts []string
+	for _, x := range []struct {
+		name string
+		n    int64
+	}{{"client memory", t.mem}, {"service memory", t.svcMem}, {"service disk", t.svcDisk}, {"service partial", t.svcPartial},
+		{"service → store", t.svcStore}, {"store", t.store}} {
+		if x.n > 0 {
+			parts = append(parts, x.name+" "+t.pct(x.n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no pages read through the tiers"
+	}
+	return fmt.Sprintf("%s (of %d pages)", strings.Join(parts, ", "), t.chunks())
+}
+
+// setHitRatios puts each chunkd path's tier shares, over all its cases, in
+// the environment block.
+func setHitRatios(rep *Report, paths []string, split func(path string) *tierSplit) {
+	var parts []string
+	for _, p := range paths {
+		if p == pathLocal {
+			continue
+		}
+		if t := split(p); t != nil && t.chunks() > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %s", p, t.summary()))
+		}
+	}
+	if len(parts) > 0 {
+		rep.Env.Set("hit ratios per tier", "%s (pages SQLite's cache missed, all cases; per case under \"Where the pages came from\")", strings.Join(parts, "; "))
+	}
+}
+
 // metrics records the split in metrics.csv.
 func (t tierSplit) metrics(rep *Report, cs, path string, threads int) {
 	if t.ops > 0 {

@@ -446,6 +446,20 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 	b.WriteString("\n")
 	rep.Intro = b.String()
 
+	var names []string
+	for _, p := range paths {
+		names = append(names, p.name)
+	}
+	setHitRatios(rep, names, func(path string) *tierSplit {
+		tot := &tierSplit{}
+		for k, sp := range splits {
+			if k.path == path && failed[k] == nil {
+				tot.merge(sp)
+			}
+		}
+		return tot
+	})
+
 	// The statements.
 	var s strings.Builder
 	s.WriteString("Written for SQLite from the published definitions of sysbench's OLTP scripts and Dolt's read-test scripts. Differences: SQLite has no server, so there is no network hop or wire format on any path; " +
