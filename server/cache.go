@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -43,6 +44,9 @@ type Cache struct {
 	mu    sync.Mutex
 	dbs   map[string]*database
 	loads singleflight.Group // database loads and manifest refreshes
+
+	// writeAt writes downloads; tests replace it to fill the disk.
+	writeAt func(f *os.File, b []byte, off int64) (int, error)
 }
 
 // New opens a cache service over cfg.Store, keeping files in cfg.CacheDir.
@@ -56,6 +60,9 @@ func New(cfg Config) (*Cache, error) {
 		log:   cfg.Logger,
 		dbs:   make(map[string]*database),
 		dlSem: make(chan struct{}, cfg.Downloads),
+		writeAt: func(f *os.File, b []byte, off int64) (int, error) {
+			return f.WriteAt(b, off)
+		},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.metrics = newMetrics(cfg.Registry)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -733,5 +734,50 @@ func TestVerifyStopsOnShutdown(t *testing.T) {
 	cancel()
 	if err := verifyDownload(ctx, file, tab); !errors.Is(err, context.Canceled) {
 		t.Fatalf("verify while closing: %v", err)
+	}
+}
+
+// TestFileSystemFull: a download that finds the file system full (before
+// the --disk budget is reached) evicts cached files no reader holds and
+// goes on; with nothing left to evict it fails, and nothing partial is
+// served.
+func TestFileSystemFull(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 30, Files: 3}, Config{MemBytes: 1})
+	f.get(f.db.Files[0].Addrs[0])
+	f.waitDownloads(1)
+	var full atomic.Int32 // writes still to fail with ENOSPC
+	write := f.cache.writeAt
+	f.cache.writeAt = func(file *os.File, b []byte, off int64) (int, error) {
+		if full.Add(-1) >= 0 {
+			return 0, &os.PathError{Op: "write", Path: file.Name(), Err: syscall.ENOSPC}
+		}
+		return write(file, b, off)
+	}
+	full.Store(1)
+	f.get(f.db.Files[1].Addrs[0])
+	f.waitDownloads(2)
+	if f.counter("finished") != 2 || testutil.ToFloat64(f.cache.metrics.evictions) != 1 {
+		t.Fatalf("full once: finished %v, evictions %v", f.counter("finished"), testutil.ToFloat64(f.cache.metrics.evictions))
+	}
+	if r := f.get(f.db.Files[1].Addrs[1]); r.Tier != api.TierDisk {
+		t.Fatalf("file downloaded after the eviction: %v", r.Tier)
+	}
+	if r := f.get(f.db.Files[0].Addrs[1]); r.Tier != api.TierStore {
+		t.Fatalf("evicted file: %v", r.Tier)
+	}
+
+	// Full for good: every cached file is evicted, then the download fails.
+	f.waitDownloads(3) // the evicted file's new download
+	full.Store(1 << 30)
+	f.get(f.db.Files[2].Addrs[0])
+	f.waitDownloads(4)
+	if f.counter("failed") != 1 || f.cache.disk.fileCount() != 0 {
+		t.Fatalf("full for good: failed %v, %d files", f.counter("failed"), f.cache.disk.fileCount())
+	}
+	if r := f.get(f.db.Files[2].Addrs[1]); r.Tier != api.TierStore {
+		t.Fatalf("after a failed download: %v", r.Tier)
+	}
+	if got := f.cache.disk.usedBytes(); got != 0 {
+		t.Fatalf("%d bytes still reserved", got)
 	}
 }

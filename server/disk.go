@@ -187,6 +187,14 @@ func (d *disk) unreserve(n int64) {
 	d.mu.Unlock()
 }
 
+// evictOne removes the least recently used file no reader holds, and
+// reports whether there was one.
+func (d *disk) evictOne() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.evictOneLocked()
+}
+
 // evictOneLocked removes the least recently used unpinned file.
 func (d *disk) evictOneLocked() bool {
 	var victim *cachedFile

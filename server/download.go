@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/chunkd/chunkd/tablefile"
@@ -117,7 +118,7 @@ func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
 			if off+int64(n) > t.size {
 				return nil, fmt.Errorf("%s is longer than %d bytes", t.key, t.size)
 			}
-			if _, err := f.WriteAt(buf[:n], off); err != nil {
+			if err := c.writeDownload(f, buf[:n], off, t.key); err != nil {
 				return nil, fmt.Errorf("write %s: %w", f.Name(), err)
 			}
 			off += int64(n)
@@ -163,6 +164,23 @@ func (c ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	return c.r.ReadAt(p, off)
+}
+
+// writeDownload writes b at off of a download. When the file system is
+// full (it may be shared, so the --disk budget alone cannot prevent it),
+// it evicts cached files that no reader holds, least recently used first,
+// and writes again; with nothing left to evict the download fails.
+func (c *Cache) writeDownload(f *os.File, b []byte, off int64, key string) error {
+	for {
+		_, err := c.writeAt(f, b, off)
+		if err == nil || !errors.Is(err, syscall.ENOSPC) {
+			return err
+		}
+		if !c.disk.evictOne() {
+			return fmt.Errorf("%w: the file system is full and no cached file can be evicted: %v", errDiskFull, err)
+		}
+		c.log.Warn("file system full: evicted a cached file to make room for a download", "download", key)
+	}
 }
 
 // errStalled cancels a download whose store sent nothing for too long.
