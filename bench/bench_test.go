@@ -30,7 +30,7 @@ func TestSuites(t *testing.T) {
 		t.Run(s.Name(), func(t *testing.T) {
 			out := t.TempDir()
 			var log strings.Builder
-			cfg := Config{Out: out, Scale: scaleTiny, Runs: 2, RTT: 2 * time.Millisecond, Binary: binary, Log: &logWriter{t},
+			cfg := Config{Out: out, Scale: scaleTiny, Runs: 2, RTT: 2 * time.Millisecond, Bandwidth: 1 << 30, Binary: binary, Log: &logWriter{t},
 				StoreDirect: true} // cover the optional path of sysbench and title5 too
 			start := time.Now()
 			rep, err := Run(context.Background(), s.Name(), cfg)
@@ -94,7 +94,11 @@ func checkReport(t *testing.T, out string, rep *Report) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# chunkd bench " + rep.Suite, "## Environment", "## Results", "| p50 |", "kernel", "cache dir"} {
+	wants := []string{"# chunkd bench " + rep.Suite, "## Environment", "## Results", "| p50 |", "kernel", "cache dir"}
+	if rep.Suite != "disk" && rep.Suite != "bigdata" { // the suites that read an emulated store
+		wants = append(wants, "bandwidth cap of 1.0 GiB/s")
+	}
+	for _, want := range wants {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}

@@ -86,7 +86,7 @@ func (chunksSuite) Run(ctx context.Context, r *Runner) error {
 		"- `grpc-*`: the same service paths over gRPC (with `--api grpc` or `both`).\n\n" +
 		"Multipliers are against `bare-http` at the same client count."
 	rep.Env.Set("service", "in-process: server.New with net/http on 127.0.0.1:0 and gRPC on 127.0.0.1:0; the clients run in the same process, so clients and service share the %d cores", rep.Env.Cores)
-	rep.Env.Set("store", "local folder (file://) under %s; the miss and store-direct paths wrap it in store.WithLatency with an emulated round trip of %s", r.WorkDir, rtt)
+	rep.Env.Set("store", "local folder (file://) under %s; the miss and store-direct paths read it through %s", r.WorkDir, storeEmulation(rtt, cfg.Bandwidth))
 	rep.Env.Set("fsync", "%v (the service fsyncs downloaded files before serving them; reads never fsync)", onOff(cfg.Fsync))
 	rep.Env.Set("timing", "per case and run: warm-up %s, then %s; runs interleave paths and client counts, so drift hits all paths alike", load.Warmup, describeLoad(load))
 	rep.Env.Set("chunk sizes", "%s (random half, zeros half: about 2:1 under snappy)", sizeList(sizes))
@@ -288,7 +288,7 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 		humanize.IBytes(uint64(db.Files[0].Size)), humanize.IBytes(uint64(n*size)))
 	db.Chunks = nil // the addresses are all the suite needs
 
-	slow := store.WithLatency(st, rtt, 0)
+	slow := store.WithLatency(st, rtt, cfg.Bandwidth)
 	memBytes := int64(n)*int64(size+64)*2 + 32<<20
 	base := server.Config{Store: st, NoFsync: !cfg.Fsync}
 	mk := func(name string, c server.Config) (*inproc, error) {

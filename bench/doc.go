@@ -12,7 +12,8 @@
 // (or "go run ./cmd/chunkd bench ..." from the repository). --scale small
 // finishes in a few minutes on 2 cores and is what CI's smoke run uses;
 // --scale large is for real figures. --runs, --duration, --warmup,
-// --count, --clients and --sizes override the scale's defaults;
+// --count, --clients and --sizes override the scale's defaults; --rtt and
+// --bandwidth set the emulated store's round trip and throughput cap;
 // --store-direct adds the slow store-direct path to sysbench and title5.
 //
 // # What a run writes

@@ -94,7 +94,7 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 		return err
 	}
 	rep.Env.Set("data set", "%s", ds.describe(fmt.Sprintf("gen.Sentences, %d sentences and %d translations, seed 1", sentences, translations)))
-	rep.Env.Set("store", "local folder (file://) %s; the client (store-direct) and the service read it through an emulated round trip of %s per request (store.WithLatency; no bandwidth limit)", ds.storeDir, rtt)
+	rep.Env.Set("store", "local folder (file://) %s; the client (store-direct) and the service read it through %s", ds.storeDir, storeEmulation(rtt, cfg.Bandwidth))
 	rep.Env.Set("service", "%s; a new one per query and run, with an empty cache dir under %s", serviceArgsNote(r, binary, how), cfg.CacheDir)
 	rep.Env.Set("client", "a new client and SQLite connection per query and run, as a new `chunkd sql` process would open: memory tier 256 MiB (empty), read-ahead 64 pages, SQLite's default page cache (2000 KiB); wall time from opening the client to the last row")
 	rep.Env.Set("queries", "%s", strings.Join(func() []string {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,12 +88,29 @@ func prepareSQLDataset(ctx context.Context, r *Runner, name, db string, rtt time
 		ds.plain.Close()
 		return nil, err
 	}
-	ds.far = store.WithLatency(ds.plain, rtt, 0)
-	ds.storeURL = "file://" + ds.storeDir
+	bw := r.Config.Bandwidth
+	ds.far = store.WithLatency(ds.plain, rtt, bw)
+	q := url.Values{}
 	if rtt > 0 {
-		ds.storeURL += "?latency=" + rtt.String()
+		q.Set("latency", rtt.String())
+	}
+	if bw > 0 {
+		q.Set("bandwidth", strconv.FormatInt(bw, 10))
+	}
+	ds.storeURL = "file://" + ds.storeDir
+	if len(q) > 0 {
+		ds.storeURL += "?" + q.Encode()
 	}
 	return ds, nil
+}
+
+// storeEmulation describes the emulated store for the environment block.
+func storeEmulation(rtt time.Duration, bw int64) string {
+	s := fmt.Sprintf("an emulated round trip of %s per request", rtt)
+	if bw > 0 {
+		return s + fmt.Sprintf(" and a bandwidth cap of %s/s (store.WithLatency)", humanize.IBytes(uint64(bw)))
+	}
+	return s + " (store.WithLatency; no bandwidth limit)"
 }
 
 func (ds *sqlDataset) close() { ds.plain.Close() }

@@ -109,9 +109,12 @@ type Config struct {
 
 	CacheDir string        // the service's cache dir; disk's test file lives there (default Out/cache)
 	RTT      time.Duration // emulated store round trip (default 30ms)
-	API      string        // chunks: "http" (default), "grpc" or "both"
-	Fsync    bool          // the service fsyncs downloads
-	Keep     bool          // keep data sets and cache dirs after the run
+	// Bandwidth caps the emulated store's throughput, in bytes per second,
+	// for the paths that read it (0: no cap).
+	Bandwidth int64
+	API       string // chunks: "http" (default), "grpc" or "both"
+	Fsync     bool   // the service fsyncs downloads
+	Keep      bool   // keep data sets and cache dirs after the run
 
 	// StoreDirect adds the store-direct path to sysbench and title5: a
 	// client reading the store itself, with the emulated round trip, and no

@@ -303,7 +303,7 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 	}
 
 	rep.Env.Set("data set", "%s", ds.describe(fmt.Sprintf("gen.Sysbench: sbtest1 and sbtest2 of %d rows each (index on k), sbtypes of %d rows (index on big_int_col), seed 1", rowsN, rowsN)))
-	rep.Env.Set("store", "local folder (file://) %s, read by the service (and store-direct) with an emulated round trip of %s per request", ds.storeDir, rtt)
+	rep.Env.Set("store", "local folder (file://) %s, read by the service (and store-direct) through %s", ds.storeDir, storeEmulation(rtt, cfg.Bandwidth))
 	rep.Env.Set("service", "%s; the appendix file was on its disk %s after it started", serviceArgsNote(r, binary, how), fetched.Round(time.Millisecond))
 	rep.Env.Set("connections", "one open database per path for the whole run, with one SQLite connection (sysbench's one thread), statements prepared once; SQLite's default page cache (2000 KiB) per connection")
 	rep.Env.Set("timing", "per test, path and run: warm-up %s, then %s; runs outermost, then tests, then paths, so drift falls on every path alike; a run of a test on a path longer than %s drops that test from that path", load.Warmup, describeLoad(load), budget)

@@ -173,7 +173,7 @@ func (title5Suite) Run(ctx context.Context, r *Runner) error {
 	}
 
 	rep.Env.Set("data set", "%s", ds.describe(fmt.Sprintf("gen.IMDb: %d titles (%d movies, %d distinct movie titles), %d names, seed 1", titles, movies.count, len(movies.titles), titles)))
-	rep.Env.Set("store", "local folder (file://) %s, read by the service (and store-direct) with an emulated round trip of %s per request", ds.storeDir, rtt)
+	rep.Env.Set("store", "local folder (file://) %s, read by the service (and store-direct) through %s", ds.storeDir, storeEmulation(rtt, cfg.Bandwidth))
 	rep.Env.Set("service", "%s; the appendix file was on its disk %s after it started", serviceArgsNote(r, binary, how), fetched.Round(time.Millisecond))
 	rep.Env.Set("connections", "one open database per path for the whole run; each thread its own SQLite connection (a sql.DB pool of %d that never closes one), statements prepared per connection; SQLite page cache %d KiB per connection (PRAGMA cache_size=-%d), so at most %d MiB over %d connections",
 		maxThreads, title5CacheKiB, title5CacheKiB, maxThreads*title5CacheKiB>>10, maxThreads)

@@ -99,7 +99,8 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fsync := fs.Bool("fsync", true, "the service fsyncs downloaded files")
 	storeDirect := fs.Bool("store-direct", false, "sysbench, title5: also measure a client reading the store directly (slow: one emulated round trip per page)")
 	keep := fs.Bool("keep", false, "keep the data sets, test files and cache dirs (a later run reuses a matching data set)")
-	var fileSize, data, mem, cgroupMem sizeFlag
+	var fileSize, data, mem, cgroupMem, bandwidth sizeFlag
+	fs.Var(&bandwidth, "bandwidth", "cap the emulated store's throughput at SIZE per second, e.g. 100MB (default: no cap)")
 	fs.Var(&fileSize, "file-size", "disk: size of the test file (default: 256MiB small, 4GiB large)")
 	fio := fs.Bool("fio", false, "disk: measure with fio, if installed, instead of the built-in reader")
 	fs.Var(&data, "data", "bigdata: table-file bytes in the data set (default: 512MiB small, 8GiB large)")
@@ -158,7 +159,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		Out: *out, Scale: sc, Runs: *runs,
 		Warmup: *warmup, Duration: *duration, Count: *count,
 		Clients: clients, Sizes: sizes,
-		CacheDir: *cacheDir, RTT: *rtt, API: *apiName, Fsync: *fsync, Keep: *keep,
+		CacheDir: *cacheDir, RTT: *rtt, Bandwidth: int64(bandwidth), API: *apiName, Fsync: *fsync, Keep: *keep,
 		StoreDirect: *storeDirect,
 		FileSize:    int64(fileSize), Fio: *fio,
 		DataBytes: int64(data), MemBytes: int64(mem), CgroupMem: int64(cgroupMem), NoCgroup: *noCgroup,
