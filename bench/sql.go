@@ -263,7 +263,7 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 	var t strings.Builder
 	t.WriteString("What each path's client read, and from where (the last run; client.Stats). Pages read are SQLite's page-cache misses, through the VFS.\n\n")
 	t.WriteString("| query | path | wall time | pages read |" + strings.TrimPrefix(tierTableHeader, "| pages read per op |") + " service requests | store reads | store bytes read |\n")
-	t.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	t.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, q := range queries {
 		for _, p := range sqlPaths {
 			rs := results[key{q.cs, p.name}]

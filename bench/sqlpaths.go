@@ -367,6 +367,7 @@ type tierSplit struct {
 	svcDisk    int64 // the service, from a file on its disk
 	svcPartial int64 // the service, from a file still downloading
 	svcStore   int64 // the service, read through from the store
+	local      int64 // the service's files on this host, read by the client (LocalDir)
 	store      int64 // the store, read by the client itself
 	hedged     int64
 	svcErrors  int64
@@ -380,13 +381,14 @@ func (t *tierSplit) add(st client.Stats, pages, ops int64) {
 	t.svcDisk += st.ServiceTiers.Disk
 	t.svcPartial += st.ServiceTiers.Partial
 	t.svcStore += st.ServiceTiers.Store + st.ServiceTiers.Other
-	t.store += st.Store.Chunks
+	t.local += st.LocalChunks
+	t.store += st.Store.Chunks - st.LocalChunks
 	t.hedged += st.Hedged
 	t.svcErrors += st.ServiceErrors
 }
 
 func (t tierSplit) chunks() int64 {
-	return t.mem + t.svcMem + t.svcDisk + t.svcPartial + t.svcStore + t.store
+	return t.mem + t.svcMem + t.svcDisk + t.svcPartial + t.svcStore + t.local + t.store
 }
 
 // pct is n as a share of the chunks served, in percent ("–" for none).
@@ -406,15 +408,15 @@ func (t tierSplit) perOp(x int64) string {
 	return strconv.FormatFloat(float64(x)/float64(t.ops), 'f', 2, 64)
 }
 
-const tierTableHeader = "| pages read per op | client memory | service memory | service disk | service partial | service → store | store | hedged | service errors |"
+const tierTableHeader = "| pages read per op | client memory | service memory | service disk | service partial | service → store | same-host files | store | hedged | service errors |"
 
 // row renders the tier table's cells (after the leading columns).
 func (t tierSplit) row(local bool) string {
 	if local {
-		return fmt.Sprintf(" %s | – | – | – | – | – | – | – | – |", t.perOp(t.pageReads))
+		return fmt.Sprintf(" %s | – | – | – | – | – | – | – | – | – |", t.perOp(t.pageReads))
 	}
-	return fmt.Sprintf(" %s | %s | %s | %s | %s | %s | %s | %d | %d |", t.perOp(t.pageReads),
-		t.pct(t.mem), t.pct(t.svcMem), t.pct(t.svcDisk), t.pct(t.svcPartial), t.pct(t.svcStore), t.pct(t.store), t.hedged, t.svcErrors)
+	return fmt.Sprintf(" %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |", t.perOp(t.pageReads),
+		t.pct(t.mem), t.pct(t.svcMem), t.pct(t.svcDisk), t.pct(t.svcPartial), t.pct(t.svcStore), t.pct(t.local), t.pct(t.store), t.hedged, t.svcErrors)
 }
 
 // merge adds o's counts to t.
@@ -426,6 +428,7 @@ func (t *tierSplit) merge(o *tierSplit) {
 	t.svcDisk += o.svcDisk
 	t.svcPartial += o.svcPartial
 	t.svcStore += o.svcStore
+	t.local += o.local
 	t.store += o.store
 	t.hedged += o.hedged
 	t.svcErrors += o.svcErrors
@@ -438,7 +441,7 @@ func (t tierSplit) summary() string {
 		name string
 		n    int64
 	}{{"client memory", t.mem}, {"service memory", t.svcMem}, {"service disk", t.svcDisk}, {"service partial", t.svcPartial},
-		{"service → store", t.svcStore}, {"store", t.store}} {
+		{"service → store", t.svcStore}, {"same-host files", t.local}, {"store", t.store}} {
 		if x.n > 0 {
 			parts = append(parts, x.name+" "+t.pct(x.n))
 		}
@@ -479,7 +482,7 @@ func (t tierSplit) metrics(rep *Report, cs, path string, threads int) {
 		name string
 		n    int64
 	}{{"client_memory", t.mem}, {"service_memory", t.svcMem}, {"service_disk", t.svcDisk},
-		{"service_partial", t.svcPartial}, {"service_store", t.svcStore}, {"store", t.store}} {
+		{"service_partial", t.svcPartial}, {"service_store", t.svcStore}, {"same_host_files", t.local}, {"store", t.store}} {
 		rep.Metric(cs, path, threads, "hit_ratio_"+x.name, float64(x.n)/c)
 	}
 }

@@ -486,7 +486,7 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 
 	var w strings.Builder
 	w.WriteString("Per event, summed over the measured parts of all runs: pages SQLite read through the VFS (its page-cache misses) and, for the chunkd paths, which tier served them (client.Stats).\n\n")
-	w.WriteString("| test | path " + tierTableHeader + "\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w.WriteString("| test | path " + tierTableHeader + "\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, t := range tests {
 		for _, p := range paths {
 			if sp := splits[key{t.name, p.name}]; sp != nil && failed[key{t.name, p.name}] == nil {

@@ -305,7 +305,7 @@ func (title5Suite) Run(ctx context.Context, r *Runner) error {
 	})
 	var w strings.Builder
 	w.WriteString("Per transaction, summed over the measured parts of all runs: pages the connections' SQLite caches missed (read through the VFS), and for the chunkd paths the share of those pages each tier served (client.Stats; the service's tier as it reported it).\n\n")
-	w.WriteString("| path | threads " + tierTableHeader + "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w.WriteString("| path | threads " + tierTableHeader + "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range paths {
 		for _, th := range threads {
 			if sp := splits[key{p.name, th}]; sp != nil && failed[key{p.name, th}] == nil {

@@ -1182,11 +1182,11 @@ func TestLocalDir(t *testing.T) {
 	c := open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir})
 	getMany(t, c, db, first.Addrs)
 	st := c.Stats()
-	if st.LocalReads == 0 || st.Service.Chunks != 0 || st.Store.Chunks != int64(len(first.Addrs)) {
+	if st.LocalReads == 0 || st.LocalChunks != int64(len(first.Addrs)) || st.Service.Chunks != 0 || st.Store.Chunks != int64(len(first.Addrs)) {
 		t.Fatalf("cached file: %+v", st)
 	}
 	getMany(t, c, db, db.Files[1].Addrs)
-	if st2 := c.Stats().Sub(st); st2.Service.Chunks != int64(len(db.Files[1].Addrs)) || st2.LocalReads != 0 {
+	if st2 := c.Stats().Sub(st); st2.Service.Chunks != int64(len(db.Files[1].Addrs)) || st2.LocalReads != 0 || st2.LocalChunks != 0 {
 		t.Fatalf("file not cached: %+v", st2)
 	}
 	// One chunk at a time, with no memory tier: each a read of the file.
@@ -1194,7 +1194,7 @@ func TestLocalDir(t *testing.T) {
 	for _, a := range first.Addrs {
 		get(t, c, db, a)
 	}
-	if st := c.Stats(); st.LocalReads != int64(len(first.Addrs)) || st.Service.Chunks != 0 || st.Store.Requests != 0 {
+	if st := c.Stats(); st.LocalReads != int64(len(first.Addrs)) || st.LocalChunks != int64(len(first.Addrs)) || st.Service.Chunks != 0 || st.Store.Requests != 0 {
 		t.Fatalf("single gets: %+v", st)
 	}
 }

@@ -85,8 +85,9 @@ type Stats struct {
 	// and archive dictionaries.
 	ManifestLoads, TablesOpened, MetaReads int64
 	// LocalReads counts reads served from the service's files on this
-	// host (Options.LocalDir). Their chunks count in Store.
-	LocalReads int64
+	// host (Options.LocalDir), and LocalChunks the chunks they gave. Those
+	// chunks count in Store too.
+	LocalReads, LocalChunks int64
 }
 
 // Sub returns s minus prev: the counts between two snapshots.
@@ -111,6 +112,7 @@ func (s Stats) Sub(prev Stats) Stats {
 		TablesOpened:    s.TablesOpened - prev.TablesOpened,
 		MetaReads:       s.MetaReads - prev.MetaReads,
 		LocalReads:      s.LocalReads - prev.LocalReads,
+		LocalChunks:     s.LocalChunks - prev.LocalChunks,
 	}
 }
 
@@ -140,6 +142,7 @@ func (s Stats) String() string {
 		{"hedged", s.Hedged},
 		{"store bad", s.StoreBad},
 		{"of them local reads", s.LocalReads},
+		{"local chunks", s.LocalChunks},
 	} {
 		if x.n != 0 {
 			fmt.Fprintf(&b, "; %s %d", x.name, x.n)
@@ -173,7 +176,7 @@ type counters struct {
 	notFound, svcNotFound, svcBad, svcErrors    atomic.Int64
 	svcBackoffs, svcSkipped, hedged, storeBad   atomic.Int64
 	storeReadBytes, manifestLoads, tablesOpened atomic.Int64
-	metaReads, localReads                       atomic.Int64
+	metaReads, localReads, localChunks          atomic.Int64
 }
 
 // service counts one chunk taken from the service.
@@ -204,7 +207,7 @@ func (c *counters) all() []*atomic.Int64 {
 		&c.storeChunks, &c.storeBytes, &c.storeRequests, &c.storeTime,
 		&c.notFound, &c.svcNotFound, &c.svcBad, &c.svcErrors,
 		&c.svcBackoffs, &c.svcSkipped, &c.hedged, &c.storeBad,
-		&c.storeReadBytes, &c.manifestLoads, &c.tablesOpened, &c.metaReads, &c.localReads,
+		&c.storeReadBytes, &c.manifestLoads, &c.tablesOpened, &c.metaReads, &c.localReads, &c.localChunks,
 	}
 }
 
@@ -233,6 +236,7 @@ func (c *Client) Stats() Stats {
 		StoreBad:        k.storeBad.Load(),
 		StoreReadBytes:  k.storeReadBytes.Load(),
 		LocalReads:      k.localReads.Load(),
+		LocalChunks:     k.localChunks.Load(),
 		ManifestLoads:   k.manifestLoads.Load(),
 		TablesOpened:    k.tablesOpened.Load(),
 		MetaReads:       k.metaReads.Load(),

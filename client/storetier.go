@@ -109,21 +109,21 @@ type table struct {
 }
 
 // readAt reads table bytes: from the local copy when there is one, else
-// with a ranged read of the store. checked says whether the bytes come
-// from a local copy whose chunks the service has already hashed.
-func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (n int, checked bool, err error) {
+// with a ranged read of the store. local says the bytes come from the
+// local copy, checked that the service has already hashed its chunks.
+func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (n int, checked, local bool, err error) {
 	if t.local != nil {
 		n, err := t.local.ReadAt(p, off)
 		s.c.ctr.localReads.Add(1)
 		if err == nil {
-			return n, t.hashed, nil
+			return n, t.hashed, true, nil
 		}
 		s.c.log.Warn("read local copy; using the store", "key", t.key, "err", err)
 	}
 	n, err = s.c.opts.Store.ReadAt(ctx, t.key, p, off)
 	s.c.ctr.storeRequests.Add(1)
 	s.c.ctr.storeReadBytes.Add(int64(n))
-	return n, false, err
+	return n, false, false, err
 }
 
 // openLocal opens the cache service's copy of table file name from
@@ -387,12 +387,15 @@ func (s *storeTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip 
 // of a local copy that fails its checks is read again from the store.
 func (s *storeTier) readRecord(ctx context.Context, t *table, e tablefile.Entry) ([]byte, error) {
 	stored := make([]byte, e.Length)
-	_, checked, err := s.readAt(ctx, t, stored, int64(e.Offset))
+	_, checked, local, err := s.readAt(ctx, t, stored, int64(e.Offset))
 	if err != nil {
 		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err}
 	}
 	data, err := s.decode(t, e, stored, checked)
-	if err == nil || t.local == nil {
+	if err == nil && local {
+		s.c.ctr.localChunks.Add(1)
+	}
+	if err == nil || !local {
 		return data, err
 	}
 	s.c.log.Warn("bad record in the cache service's local copy; reading it from the store", "path", t.local.Name(), "address", e.Addr.String(), "err", err)
@@ -482,7 +485,7 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 			fn(pos[e.Addr], nil, err) // the first failure names the first file tried
 		}
 		buf := make([]byte, r.Length)
-		_, checked, err := s.readAt(ctx, t, buf, int64(r.Offset))
+		_, checked, local, err := s.readAt(ctx, t, buf, int64(r.Offset))
 		if err != nil {
 			for _, e := range r.Entries {
 				retry(e, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err})
@@ -494,6 +497,9 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 			if err != nil {
 				retry(e, err)
 				continue
+			}
+			if local {
+				s.c.ctr.localChunks.Add(1)
 			}
 			fn(pos[e.Addr], data, nil)
 		}
