@@ -602,7 +602,9 @@ func loadHead(ctx context.Context, mdb *manifest.DB, prev *head) (*head, error) 
 			continue
 		}
 		if prev != nil && prev.byName[spec.Name] != nil {
+			mu.Lock() // the openers below write byName too
 			h.byName[spec.Name] = prev.byName[spec.Name]
+			mu.Unlock()
 			continue
 		}
 		wg.Go(func() {
