@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -401,6 +402,19 @@ func TestBrokenFileDoesNotHideOthers(t *testing.T) {
 	}
 	if r := f.get(addr.Of([]byte("absent"))); r.Found {
 		t.Fatal("absent chunk found")
+	}
+
+	// A file missing from the store: its chunks are unknown, never a 404
+	// (which reads as "absent").
+	if err := f.fs.Delete(ctx, bad.Key); err != nil {
+		t.Fatal(err)
+	}
+	f.cache.Close()
+	f.open(Config{MemBytes: 1, ManifestTTL: 20 * time.Millisecond})
+	f.get(good.Addrs[1])
+	_, err = f.cache.GetChunk(ctx, "db1", bad.Addrs[2])
+	if err == nil || statusOf(err) == http.StatusNotFound {
+		t.Fatalf("chunk of a file missing from the store: %v (status %d)", err, statusOf(err))
 	}
 }
 

@@ -137,7 +137,9 @@ func (d *database) refresh(ctx context.Context, c *Cache) error {
 		if broken == len(m.Specs)-journals {
 			return firstEr
 		}
-		missingErr = fmt.Errorf("database %q: %d of its table files could not be opened, and the chunk is in none of the others (first: %w)", d.name, broken, firstEr)
+		// Its own status: the cause (a file missing from the store, say)
+		// must not turn "unknown" into a 404, which reads as "absent".
+		missingErr = errorf(http.StatusInternalServerError, nil, "database %q: %d of its table files could not be opened, and the chunk is in none of the others (first: %v)", d.name, broken, firstEr)
 		c.log.Error("table files of the database could not be opened; serving the others", "db", d.name, "files", broken, "first", firstEr)
 	}
 	tables := make([]*table, 0, len(opened))

@@ -233,8 +233,9 @@ func (d *disk) evictOneLocked() bool {
 
 // drop removes a file that failed a check at read time, even while other
 // readers hold it: it leaves the index at once, so no new reader gets it,
-// and its handle is closed by the last reader's release.
-func (d *disk) drop(cf *cachedFile) {
+// and its handle is closed by the last reader's release. It reports
+// whether this call removed it (false: already gone).
+func (d *disk) drop(cf *cachedFile) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cf.mu.Lock()
@@ -245,12 +246,13 @@ func (d *disk) drop(cf *cachedFile) {
 	}
 	cf.mu.Unlock()
 	if d.files[cf.key] != cf { // already evicted (or replaced by a new download)
-		return
+		return false
 	}
 	delete(d.files, cf.key)
 	d.used -= cf.size
 	os.Remove(cf.path)
 	d.m.diskBytes.Set(float64(d.used))
+	return true
 }
 
 // commit moves a verified, synced download into place. The open file

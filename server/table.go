@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
 )
 
@@ -57,6 +58,9 @@ func (c *Cache) openTable(ctx context.Context, d *database, name string, appendi
 		c.log.Debug("table file found on disk", "key", key)
 	}
 	t.idx, err = tablefile.Open(t, size, opts)
+	if errors.Is(err, store.ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, storeErr(err, "database %q: open index of %s", d.name, key)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("database %q: open index of %s: %w", d.name, key, err)
 	}
@@ -167,9 +171,10 @@ func (t *table) localFailed(cf *cachedFile, err error) {
 		t.c.log.Warn("read cached file", "key", t.key, "err", err)
 		return
 	}
-	t.c.log.Error("cached table file failed a check; dropping it and reading from the store", "key", t.key, "err", err)
-	t.c.metrics.corrupt.Inc()
-	t.c.disk.drop(cf)
+	if t.c.disk.drop(cf) { // once per file, not per reader that saw it
+		t.c.log.Error("cached table file failed a check; dropped it, reading from the store", "key", t.key, "err", err)
+		t.c.metrics.corrupt.Inc()
+	}
 	t.mu.Lock()
 	if t.file == cf {
 		t.file = nil
