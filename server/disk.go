@@ -188,11 +188,15 @@ func (d *disk) unreserve(n int64) {
 }
 
 // evictOne removes the least recently used file no reader holds, and
-// reports whether there was one.
-func (d *disk) evictOne() bool {
+// returns its size, or false if there was none.
+func (d *disk) evictOne() (int64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.evictOneLocked()
+	before := d.used
+	if !d.evictOneLocked() {
+		return 0, false
+	}
+	return before - d.used, true
 }
 
 // evictOneLocked removes the least recently used unpinned file.

@@ -111,14 +111,14 @@ func (t *table) fetch(dl *download) (cf *cachedFile, err error) {
 		return nil, fmt.Errorf("%s is %d bytes, expected %d: changed in the store", t.key, info.Size, t.size)
 	}
 	buf := make([]byte, 1<<20)
-	var off int64
+	var off, freed int64
 	for {
 		n, rerr := r.Read(buf)
 		if n > 0 {
 			if off+int64(n) > t.size {
 				return nil, fmt.Errorf("%s is longer than %d bytes", t.key, t.size)
 			}
-			if err := c.writeDownload(f, buf[:n], off, t.key); err != nil {
+			if err := c.writeDownload(f, buf[:n], off, t.key, t.size-off, &freed); err != nil {
 				return nil, fmt.Errorf("write %s: %w", f.Name(), err)
 			}
 			off += int64(n)
@@ -169,17 +169,24 @@ func (c ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // writeDownload writes b at off of a download. When the file system is
 // full (it may be shared, so the --disk budget alone cannot prevent it),
 // it evicts cached files that no reader holds, least recently used first,
-// and writes again; with nothing left to evict the download fails.
-func (c *Cache) writeDownload(f *os.File, b []byte, off int64, key string) error {
+// and writes again, but evicts no more than the rest of the download
+// needs (*freed counts what this download has evicted): space held by
+// something else is not the cache's to win back by emptying itself.
+func (c *Cache) writeDownload(f *os.File, b []byte, off int64, key string, need int64, freed *int64) error {
 	for {
 		_, err := c.writeAt(f, b, off)
 		if err == nil || !errors.Is(err, syscall.ENOSPC) {
 			return err
 		}
-		if !c.disk.evictOne() {
+		if *freed >= need {
+			return fmt.Errorf("%w: the file system is full after evicting %d bytes of cached files for this download: %v", errDiskFull, *freed, err)
+		}
+		n, ok := c.disk.evictOne()
+		if !ok {
 			return fmt.Errorf("%w: the file system is full and no cached file can be evicted: %v", errDiskFull, err)
 		}
-		c.log.Warn("file system full: evicted a cached file to make room for a download", "download", key)
+		*freed += n
+		c.log.Warn("file system full: evicted a cached file to make room for a download", "download", key, "bytes", n)
 	}
 }
 
