@@ -804,3 +804,39 @@ func TestFileSystemFull(t *testing.T) {
 		t.Fatalf("%d bytes in use, the files kept hold %d", got, kept)
 	}
 }
+
+// TestCorruptInStoreToo: a record that fails its check from the store as
+// well is not the cached copy's fault, so the file is kept (it would be
+// downloaded and dropped again on every read).
+func TestCorruptInStoreToo(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 20}, Config{MemBytes: 1})
+	ctx := context.Background()
+	file := f.db.Files[0]
+	f.get(file.Addrs[0])
+	f.waitDownloads(1)
+	local := filepath.Join(f.dir, api.CacheTablesDir, filepath.FromSlash(file.Key))
+	b, err := os.ReadFile(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := f.cache.dbs["db1"].tables[0].idx.Lookup(file.Addrs[4])
+	if !ok {
+		t.Fatal("chunk not in the index")
+	}
+	b[e.Offset+uint64(e.Length)/2] ^= 0x40
+	if err := os.WriteFile(local, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fs.Put(ctx, file.Key, b); err != nil { // the same bad bytes in the store
+		t.Fatal(err)
+	}
+	if _, err := f.cache.GetChunk(ctx, "db1", file.Addrs[4]); !errors.Is(err, tablefile.ErrCorrupt) {
+		t.Fatalf("corrupt everywhere: %v", err)
+	}
+	if n := f.cache.disk.fileCount(); n != 1 || testutil.ToFloat64(f.cache.metrics.corrupt) != 0 {
+		t.Fatalf("cached file dropped for the store's fault: %d files, corrupt %v", n, testutil.ToFloat64(f.cache.metrics.corrupt))
+	}
+	if r := f.get(file.Addrs[5]); r.Tier != api.TierDisk {
+		t.Fatalf("other chunks: %v", r.Tier)
+	}
+}

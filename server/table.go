@@ -130,7 +130,7 @@ func (t *table) read(ctx context.Context, c *Cache, e tablefile.Entry) ([]byte, 
 				return data, api.TierDisk, nil
 			}
 		}
-		t.localFailed(cf, err)
+		t.localFailed(ctx, cf, tablefile.Range{Offset: e.Offset, Length: uint64(e.Length), Entries: []tablefile.Entry{e}}, err)
 	}
 	if dl := t.download(); dl != nil && int64(e.End()) <= dl.arrived.Load() {
 		_, err := dl.f.ReadAt(stored, int64(e.Offset))
@@ -159,20 +159,38 @@ func (t *table) read(ctx context.Context, c *Cache, e tablefile.Entry) ([]byte, 
 	return data, api.TierStore, err
 }
 
-// localFailed handles a read of the local copy that failed. A record that
-// fails its check, or a file shorter than its index says, means the copy
-// went bad after its download was verified (bit rot, a truncating crash of
-// another tool, a hand edit): it is dropped, so this read and every later
-// one go to the store and the next miss downloads the file again. Any
-// other error (a closed file at shutdown, EIO) only sends this read to the
-// store.
-func (t *table) localFailed(cf *cachedFile, err error) {
+// localFailed handles a read of the local copy that failed (r, with err).
+// A record that fails its check, or a file shorter than its index says,
+// may mean the copy went bad after its download was verified (bit rot, a
+// truncating crash of another tool, a hand edit). The same range is read
+// from the store and decoded to be sure: if the store's bytes pass, the
+// copy is dropped, so this read and later ones go to the store and the
+// next miss downloads the file again; if they fail too, the fault is not
+// the copy's (an archive dictionary that failed when it was loaded, say)
+// and the file is kept. Any other error (a closed file at shutdown, EIO)
+// only sends this read to the store.
+func (t *table) localFailed(ctx context.Context, cf *cachedFile, r tablefile.Range, err error) {
 	if !errors.Is(err, tablefile.ErrCorrupt) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.c.log.Warn("read cached file", "key", t.key, "err", err)
 		return
 	}
+	buf := make([]byte, r.Length)
+	rctx, cancel := context.WithTimeout(ctx, t.c.cfg.StoreTimeout)
+	n, serr := t.c.cfg.Store.ReadAt(rctx, t.key, buf, int64(r.Offset))
+	cancel()
+	t.c.metrics.storeRead(n)
+	if serr != nil {
+		t.c.log.Warn("cached table file failed a check; the store could not be read to confirm", "key", t.key, "err", err, "store", serr)
+		return
+	}
+	for _, e := range r.Entries {
+		if _, derr := t.idx.Decode(e, buf[e.Offset-r.Offset:e.End()-r.Offset]); derr != nil {
+			t.c.log.Warn("chunk fails its check from the store too; keeping the cached file", "key", t.key, "chunk", e.Addr, "err", derr)
+			return
+		}
+	}
 	if t.c.disk.drop(cf) { // once per file, not per reader that saw it
-		t.c.log.Error("cached table file failed a check; dropped it, reading from the store", "key", t.key, "err", err)
+		t.c.log.Error("cached table file failed a check the store's copy passes; dropped it, reading from the store", "key", t.key, "err", err)
 		t.c.metrics.corrupt.Inc()
 	}
 	t.mu.Lock()
@@ -242,7 +260,7 @@ func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entr
 		}
 		if err != nil {
 			if tier == api.TierDisk {
-				t.localFailed(cf, err)
+				t.localFailed(ctx, cf, r, err)
 			} else {
 				c.log.Warn("read downloading file", "key", t.key, "err", err)
 			}
@@ -261,7 +279,7 @@ func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entr
 		if err != nil {
 			return err
 		}
-		if !ok { // the file was dropped: the rest comes from the store
+		if !ok { // a range failed: the rest comes from the store
 			for _, r := range ranges[i:] {
 				remote = append(remote, r.Entries...)
 			}
