@@ -207,11 +207,12 @@ func (t *table) localFailed(ctx context.Context, cf *cachedFile, r tablefile.Ran
 // are read from the store instead.
 func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entry, fn func(e tablefile.Entry, data []byte, tier api.Tier) error) error {
 	var local, partial, remote []tablefile.Entry
+	var dl *download // the download partial was measured against
 	cf := t.acquire()
 	if cf != nil {
 		defer cf.release()
 		local = entries
-	} else if dl := t.download(); dl != nil {
+	} else if dl = t.download(); dl != nil {
 		arrived := uint64(dl.arrived.Load())
 		for _, e := range entries {
 			if e.End() <= arrived {
@@ -287,12 +288,9 @@ func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entr
 		}
 	}
 	if len(partial) > 0 {
-		dl := t.download()
+		// The same download whose arrived mark chose these entries: its
+		// file holds their bytes (a later download's may not yet).
 		for _, r := range tablefile.MergeRanges(partial, 0, 1<<20) {
-			if dl == nil {
-				remote = append(remote, r.Entries...)
-				continue
-			}
 			ok, err := readLocal(dl.f, r, api.TierPartial)
 			if err != nil {
 				return err

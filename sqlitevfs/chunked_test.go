@@ -1036,3 +1036,31 @@ func TestReadAheadBatches(t *testing.T) {
 	}
 	sameResults(t, "VFS read-ahead", plainDB(t, path), db, queries)
 }
+
+// TestPersistJournal: journal_mode=PERSIST leaves a -journal file whose
+// header is zeroed after every commit; the database is whole, and
+// OpenFile reads it. A journal with the magic (hot) is refused.
+func TestPersistJournal(t *testing.T) {
+	path := handDB(t)
+	execAll(t, path, `PRAGMA journal_mode = PERSIST`, `UPDATE docs SET name = 'persist' WHERE id = 1`)
+	fi, err := os.Stat(path + "-journal")
+	if err != nil || fi.Size() == 0 {
+		t.Fatalf("no persisted journal: %v", err)
+	}
+	d, err := OpenFile(path, nil)
+	if err != nil {
+		t.Fatalf("OpenFile with a persisted (cold) journal: %v", err)
+	}
+	d.Close()
+	b, _ := os.ReadFile(path + "-journal")
+	copy(b, []byte{0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7})
+	if err := os.WriteFile(path+"-journal", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := OpenFile(path, nil); err == nil || !strings.Contains(err.Error(), "hot rollback journal") {
+		if d != nil {
+			d.Close()
+		}
+		t.Fatalf("OpenFile with a hot journal: %v", err)
+	}
+}

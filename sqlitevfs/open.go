@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,9 +74,9 @@ func OpenImage(label string, p Pages, o *Options) (*DB, error) {
 func OpenFile(path string, o *Options) (*DB, error) {
 	for _, side := range []struct{ suffix, what string }{
 		{"-wal", "a write-ahead log"},
-		{"-journal", "a rollback journal (a write in progress, or one a crash left)"},
+		{"-journal", "a hot rollback journal (a write in progress, or one a crash left)"},
 	} {
-		if fi, err := os.Stat(path + side.suffix); err == nil && fi.Size() > 0 {
+		if fi, err := os.Stat(path + side.suffix); err == nil && fi.Size() > 0 && (side.suffix == "-wal" || hotJournal(path+side.suffix)) {
 			return nil, fmt.Errorf("%s has %s, %s%s (%d bytes), whose changes may not be in the file yet; "+
 				"this read-only view reads the file alone: checkpoint it first (sqlite3 %s 'PRAGMA wal_checkpoint(TRUNCATE)', or close its writers), or publish it with chunkd import, which reads through it",
 				path, side.what, filepath.Base(path), side.suffix, fi.Size(), path)
@@ -97,6 +98,22 @@ func OpenFile(path string, o *Options) (*DB, error) {
 	}
 	d.cleanup = append(d.cleanup, f.Close)
 	return d, nil
+}
+
+// hotJournal reports whether the rollback journal at path holds a
+// transaction to roll back: its header starts with the journal magic.
+// (journal_mode=PERSIST leaves a journal whose header is zeroed.)
+func hotJournal(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [8]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil {
+		return false
+	}
+	return magic == [8]byte{0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7}
 }
 
 // OpenVersion opens version root of the chunkd SQLite database that c
