@@ -303,7 +303,7 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 	for _, p := range sqlPaths {
 		names = append(names, p.name)
 	}
-	setHitRatios(rep, names, func(path string) *tierSplit { return allSplits[path] })
+	setHitRatios(rep, names, allSplits)
 	t.WriteString("\nThe client's own summary, last run:\n\n")
 	for _, q := range queries {
 		for _, p := range sqlPaths[1:] {

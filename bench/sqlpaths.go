@@ -452,21 +452,37 @@ func (t tierSplit) summary() string {
 	return fmt.Sprintf("%s (of %d pages)", strings.Join(parts, ", "), t.chunks())
 }
 
-// setHitRatios puts each chunkd path's tier shares, over all its cases, in
-// the environment block.
-func setHitRatios(rep *Report, paths []string, split func(path string) *tierSplit) {
+// setHitRatios puts each chunkd path's tier shares, over all its cases
+// (byPath), in the environment block, in the order of paths.
+func setHitRatios(rep *Report, paths []string, byPath map[string]*tierSplit) {
 	var parts []string
 	for _, p := range paths {
 		if p == pathLocal {
 			continue
 		}
-		if t := split(p); t != nil && t.chunks() > 0 {
+		if t := byPath[p]; t != nil && t.chunks() > 0 {
 			parts = append(parts, fmt.Sprintf("%s: %s", p, t.summary()))
 		}
 	}
 	if len(parts) > 0 {
 		rep.Env.Set("hit ratios per tier", "%s (pages SQLite's cache missed, all cases; per case under \"Where the pages came from\")", strings.Join(parts, "; "))
 	}
+}
+
+// splitsByPath sums the splits of the cases that did not fail, per path.
+func splitsByPath[K comparable](splits map[K]*tierSplit, failed map[K]error, pathOf func(K) string) map[string]*tierSplit {
+	out := map[string]*tierSplit{}
+	for k, sp := range splits {
+		if failed[k] != nil {
+			continue
+		}
+		p := pathOf(k)
+		if out[p] == nil {
+			out[p] = &tierSplit{}
+		}
+		out[p].merge(sp)
+	}
+	return out
 }
 
 // metrics records the split in metrics.csv.

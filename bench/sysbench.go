@@ -215,6 +215,15 @@ type sbPath struct {
 	sess  *sbSession
 }
 
+// sbPathNames returns the paths' names, in order.
+func sbPathNames(ps []*sbPath) []string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.name
+	}
+	return names
+}
+
 func (p *sbPath) close() {
 	if p.sess != nil {
 		p.sess.close()
@@ -446,19 +455,7 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 	b.WriteString("\n")
 	rep.Intro = b.String()
 
-	var names []string
-	for _, p := range paths {
-		names = append(names, p.name)
-	}
-	setHitRatios(rep, names, func(path string) *tierSplit {
-		tot := &tierSplit{}
-		for k, sp := range splits {
-			if k.path == path && failed[k] == nil {
-				tot.merge(sp)
-			}
-		}
-		return tot
-	})
+	setHitRatios(rep, sbPathNames(paths), splitsByPath(splits, failed, func(k key) string { return k.path }))
 
 	// The statements.
 	var s strings.Builder

@@ -290,19 +290,7 @@ func (title5Suite) Run(ctx context.Context, r *Runner) error {
 	}
 	rep.Section("Statements", q.String())
 
-	var names []string
-	for _, p := range paths {
-		names = append(names, p.name)
-	}
-	setHitRatios(rep, names, func(path string) *tierSplit {
-		tot := &tierSplit{}
-		for k, sp := range splits {
-			if k.path == path && failed[k] == nil {
-				tot.merge(sp)
-			}
-		}
-		return tot
-	})
+	setHitRatios(rep, sbPathNames(paths), splitsByPath(splits, failed, func(k key) string { return k.path }))
 	var w strings.Builder
 	w.WriteString("Per transaction, summed over the measured parts of all runs: pages the connections' SQLite caches missed (read through the VFS), and for the chunkd paths the share of those pages each tier served (client.Stats; the service's tier as it reported it).\n\n")
 	w.WriteString("| path | threads " + tierTableHeader + "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")

@@ -11,7 +11,6 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
-	"github.com/chunkd/chunkd/tablefile"
 )
 
 // A database's state (its root, and each table file's store key, size and
@@ -95,15 +94,13 @@ func (c *Cache) loadOffline(d *database) error {
 	byName := map[string]*table{}
 	missing := 0
 	for _, ts := range st.Tables {
-		cf := c.disk.get(ts.Key)
-		if cf == nil || cf.size != ts.Size {
-			missing++
+		if cf := c.disk.get(ts.Key); cf == nil || cf.size != ts.Size {
+			missing++ // its index is in the store only
 			continue
 		}
-		t := &table{c: c, db: d.name, name: ts.Name, key: ts.Key, size: ts.Size, file: cf}
-		t.appendix.Store(ts.Appendix)
-		if t.idx, err = tablefile.Open(t, t.size, &tablefile.Options{Tail: c.cfg.IndexTail}); err != nil {
-			return fmt.Errorf("open index of cached %s: %w", ts.Key, err)
+		t, err := c.newTable(d, ts.Name, ts.Key, ts.Size, ts.Appendix)
+		if err != nil {
+			return err
 		}
 		tables = append(tables, t)
 		byName[t.name] = t

@@ -50,17 +50,24 @@ func (c *Cache) openTable(ctx context.Context, d *database, name string, appendi
 	if err != nil {
 		return nil, storeErr(err, "database %q: table file %s", d.name, name)
 	}
+	t, err := c.newTable(d, name, key, size, appendix)
+	if errors.Is(err, store.ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, storeErr(err, "database %q: open index of %s", d.name, key)
+	}
+	return t, err
+}
+
+// newTable opens the index of the table file at key, of size bytes: from
+// its copy on disk when there is one, else from the store.
+func (c *Cache) newTable(d *database, name, key string, size int64, appendix bool) (*table, error) {
 	t := &table{c: c, db: d.name, name: name, key: key, size: size}
 	t.appendix.Store(appendix)
-	opts := &tablefile.Options{Tail: c.cfg.IndexTail}
 	if cf := c.disk.get(key); cf != nil && cf.size == size {
 		t.file = cf
 		c.log.Debug("table file found on disk", "key", key)
 	}
-	t.idx, err = tablefile.Open(t, size, opts)
-	if errors.Is(err, store.ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) {
-		return nil, storeErr(err, "database %q: open index of %s", d.name, key)
-	}
+	var err error
+	t.idx, err = tablefile.Open(t, size, &tablefile.Options{Tail: c.cfg.IndexTail})
 	if err != nil {
 		return nil, fmt.Errorf("database %q: open index of %s: %w", d.name, key, err)
 	}
