@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/internal/doltfixtures"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/server"
@@ -963,14 +962,14 @@ func TestConcurrentReaders(t *testing.T) {
 }
 
 // fixtureDir holds real Dolt remotes (see its README).
-const fixtureDir = "../../shared/fixtures/dolt"
+var fixtureDir = doltfixtures.Root()
 
 // copyRemote copies a Dolt remote's files into s under prefix.
 func copyRemote(t testing.TB, s store.Store, dir, prefix string) {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		t.Fatalf("fixtures (the shared folder beside the repository): %v", err)
+		t.Fatalf("fixtures: %v", err)
 	}
 	for _, e := range ents {
 		if e.IsDir() || strings.HasSuffix(e.Name(), ".tsv") {
@@ -988,39 +987,7 @@ func copyRemote(t testing.TB, s store.Store, dir, prefix string) {
 
 // fixtureChunks reads the *.chunks.tsv lists of dir: address to
 // uncompressed length.
-func fixtureChunks(t testing.TB, dir string) map[addr.Addr]int {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.chunks.tsv"))
-	out := map[addr.Addr]int{}
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			line := sc.Text()
-			if line == "" || line[0] == '#' {
-				continue
-			}
-			fields := strings.Split(line, "\t")
-			a, err := addr.Parse(fields[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := strconv.Atoi(fields[4])
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[a] = n
-		}
-		f.Close()
-	}
-	if len(out) == 0 {
-		t.Skipf("no chunk lists in %s", dir)
-	}
-	return out
-}
+func fixtureChunks(t testing.TB, dir string) map[addr.Addr]int { return doltfixtures.DirChunks(t, dir) }
 
 func TestDoltRemotes(t *testing.T) {
 	s := newStore(t)

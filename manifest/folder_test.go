@@ -7,15 +7,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/chunkd/chunkd/internal/doltfixtures"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/store/folder"
 )
 
-// The fixture tree, opened read-only as a folder store, holds several
-// databases in the layouts Dolt leaves on disk.
+// The fixture tree, opened as a folder store (a copy: the store may record
+// versions beside the files), holds several databases in the layouts Dolt
+// leaves on disk.
 func TestFolderFixtureTree(t *testing.T) {
 	ctx := context.Background()
-	s, err := folder.New(fixtureRoot)
+	s, err := folder.New(doltfixtures.Copy(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/internal/doltfixtures"
 )
 
-const fixtureRoot = "../../shared/fixtures/dolt"
+// The Dolt fixtures the repository carries (testdata/dolt).
+var fixtureRoot = doltfixtures.Root()
 
 // fixtureManifests returns every file named "manifest" under the fixtures.
 func fixtureManifests(t testing.TB) []string {

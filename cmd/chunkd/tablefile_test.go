@@ -1,10 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"crypto/sha512"
 	"errors"
-	"io/fs"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +14,11 @@ import (
 	"testing"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/internal/doltfixtures"
 )
 
-const fixtureRoot = "../../../shared/fixtures/dolt"
+// The Dolt fixtures the repository carries (testdata/dolt).
+var fixtureRoot = doltfixtures.Root()
 
 // exitCode is the exit status of a finished command, 0 for success.
 func exitCode(t *testing.T, err error) int {
@@ -37,24 +38,10 @@ var lsLastLine = regexp.MustCompile(`^chunks=(\d+) uncompressed=(\d+) format=(cl
 // TestTablefileCommands runs "chunkd tablefile ls, get, verify" on every
 // Dolt fixture and compares with its known answers (*.chunks.tsv).
 func TestTablefileCommands(t *testing.T) {
-	var tsvs []string
-	err := filepath.WalkDir(fixtureRoot, func(p string, _ fs.DirEntry, err error) error {
-		if strings.HasSuffix(p, ".chunks.tsv") {
-			tsvs = append(tsvs, p)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tsvs) < 10 {
-		t.Fatalf("found %d fixtures under %s", len(tsvs), fixtureRoot)
-	}
-	for _, tsv := range tsvs {
-		file := strings.TrimSuffix(tsv, ".chunks.tsv")
+	for _, file := range doltfixtures.Files(t) {
 		name, _ := filepath.Rel(fixtureRoot, file)
 		t.Run(name, func(t *testing.T) {
-			want := knownChunks(t, tsv)
+			want := lsLines(t, file)
 			out := mustChunkd(t, "tablefile", "ls", file)
 			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 			last := lsLastLine.FindStringSubmatch(lines[len(lines)-1])
@@ -96,22 +83,12 @@ func TestTablefileCommands(t *testing.T) {
 	}
 }
 
-// knownChunks returns a fixture's known chunks as ls prints them, sorted.
-func knownChunks(t *testing.T, tsv string) []string {
+// lsLines returns a fixture's known chunks as ls prints them, sorted.
+func lsLines(t *testing.T, file string) []string {
 	t.Helper()
-	f, err := os.Open(tsv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "#") {
-			continue
-		}
-		c := strings.Split(sc.Text(), "\t")
-		out = append(out, strings.Join([]string{c[0], c[2], c[3], c[4]}, " "))
+	for _, c := range doltfixtures.Chunks(t, file) {
+		out = append(out, fmt.Sprintf("%s %d %d %d", c.Addr, c.Offset, c.Stored, c.Uncompressed))
 	}
 	slices.Sort(out)
 	return out
