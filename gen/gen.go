@@ -27,9 +27,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strings"
 )
 
 // PageSize is the SQLite page size of generated files.
@@ -60,12 +58,6 @@ type SentencesOptions struct {
 	Progress func(done, total int)
 }
 
-// progressEvery is how many rows pass between Progress calls.
-const progressEvery = 1 << 14
-
-// batchRows is how many rows one INSERT statement carries.
-const batchRows = 128
-
 // Sentences writes a new SQLite database to path (replacing any file there)
 // holding opts.Sentences sentences and opts.Translations translations,
 // with 4096-byte pages. It is fast: one transaction, multi-row prepared
@@ -80,107 +72,58 @@ func Sentences(path string, opts SentencesOptions) error {
 	if opts.Translations < 0 || int64(opts.Translations) > n*(n-1) {
 		return fmt.Errorf("gen: Translations must be in [0, %d], got %d", n*(n-1), opts.Translations)
 	}
-	tmp := path + ".gen-tmp"
-	_ = os.Remove(tmp)
-	if err := write(tmp, opts); err != nil {
-		_ = os.Remove(tmp)
+	p := &progress{fn: opts.Progress, total: opts.Sentences + opts.Translations}
+	err := build(path, Schema, "", func(ctx context.Context, tx *sql.Tx) error {
+		if err := fillSentences(ctx, tx, opts.Sentences, newRNG(opts.Seed, 1), p); err != nil {
+			return err
+		}
+		return fillTranslations(ctx, tx, opts.Sentences, opts.Translations, newRNG(opts.Seed, 2), p)
+	})
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("gen: %w", err)
-	}
+	p.finish()
 	return nil
 }
 
-func write(path string, opts SentencesOptions) (err error) {
-	ctx := context.Background()
-	db, err := sql.Open(driverName, "file:"+path)
-	if err != nil {
-		return fmt.Errorf("gen: open %s: %w", path, err)
-	}
-	defer func() {
-		if cerr := db.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("gen: close: %w", cerr)
-		}
-	}()
-	db.SetMaxOpenConns(1)
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("gen: open %s: %w", path, err)
-	}
-	defer conn.Close()
-
-	// No journal and no syncs: the file is built in one go and renamed
-	// into place only when complete, so crash safety buys nothing here.
-	for _, p := range []string{
-		fmt.Sprintf("PRAGMA page_size=%d", PageSize),
-		"PRAGMA journal_mode=OFF",
-		"PRAGMA synchronous=OFF",
-		"PRAGMA locking_mode=EXCLUSIVE",
-		"PRAGMA cache_size=-65536", // 64 MiB
-	} {
-		if _, err := conn.ExecContext(ctx, p); err != nil {
-			return fmt.Errorf("gen: %s: %w", p, err)
-		}
-	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("gen: begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if _, err := tx.ExecContext(ctx, Schema); err != nil {
-		return fmt.Errorf("gen: create tables: %w", err)
-	}
-
-	total := opts.Sentences + opts.Translations
-	done := 0
-	tick := func() {
-		done++
-		if opts.Progress != nil && done%progressEvery == 0 && done < total {
-			opts.Progress(done, total)
-		}
-	}
-
+// fillSentences inserts sentences 1..n, their language and text drawn
+// from r.
+func fillSentences(ctx context.Context, tx *sql.Tx, n int, r *rng, p *progress) error {
 	ins := newBatcher(ctx, tx, "sentences", 3)
-	textRNG := newRNG(opts.Seed, 1)
 	langs := newLangPicker()
 	var buf []byte
-	for id := 1; id <= opts.Sentences; id++ {
-		l := langs.pick(textRNG)
-		size := textLength(textRNG)
+	for id := 1; id <= n; id++ {
+		l := langs.pick(r)
+		size := textLength(r)
 		if id%9973 == 3 {
 			// Guaranteed overflow rows, even in small data sets.
-			size = textRNG.between(5000, 20000)
+			size = r.between(5000, 20000)
 		}
-		buf = appendText(buf[:0], textRNG, l, size)
+		buf = appendText(buf[:0], r, l, size)
 		if err := ins.add(int64(id), l.code, string(buf)); err != nil {
 			return err
 		}
-		tick()
+		p.tick()
 	}
-	if err := ins.flush(); err != nil {
-		return err
-	}
+	return ins.flush()
+}
 
-	ins = newBatcher(ctx, tx, "translations", 2)
-	linkRNG := newRNG(opts.Seed, 2)
+// fillTranslations inserts translations links between the sentences
+// 1..sentences, in primary-key order, drawn from r.
+func fillTranslations(ctx context.Context, tx *sql.Tx, sentences, translations int, r *rng, p *progress) error {
+	ins := newBatcher(ctx, tx, "translations", 2)
 	var targets []int64
-	remT := int64(opts.Translations)
-	nSent := int64(opts.Sentences)
-	for id := int64(1); id <= nSent; id++ {
-		k := translationCount(linkRNG, remT, nSent-id+1, nSent)
+	remT := int64(translations)
+	n := int64(sentences)
+	for id := int64(1); id <= n; id++ {
+		k := translationCount(r, remT, n-id+1, n)
 		remT -= k
-		targets = pickTargets(linkRNG, targets[:0], id, k, nSent)
+		targets = pickTargets(r, targets[:0], id, k, n)
 		for _, t := range targets {
 			if err := ins.add(id, t); err != nil {
 				return err
 			}
-			tick()
+			p.tick()
 		}
 	}
 	if err := ins.flush(); err != nil {
@@ -188,12 +131,6 @@ func write(path string, opts SentencesOptions) (err error) {
 	}
 	if remT != 0 {
 		return errors.New("gen: internal error: translation budget not spent")
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("gen: commit: %w", err)
-	}
-	if opts.Progress != nil {
-		opts.Progress(total, total)
 	}
 	return nil
 }
@@ -255,58 +192,4 @@ func pickTargets(r *rng, dst []int64, id, k, n int64) []int64 {
 		}
 		return dst
 	}
-}
-
-// batcher inserts rows into a table batchRows at a time through one
-// prepared multi-row INSERT, to keep per-row overhead low.
-type batcher struct {
-	ctx   context.Context
-	tx    *sql.Tx
-	table string
-	cols  int
-	full  *sql.Stmt
-	args  []any
-}
-
-func newBatcher(ctx context.Context, tx *sql.Tx, table string, cols int) *batcher {
-	return &batcher{ctx: ctx, tx: tx, table: table, cols: cols, args: make([]any, 0, batchRows*cols)}
-}
-
-func (b *batcher) insertSQL(rows int) string {
-	one := "(" + strings.Repeat("?,", b.cols-1) + "?)"
-	return "INSERT INTO " + b.table + " VALUES " + strings.Repeat(one+",", rows-1) + one
-}
-
-func (b *batcher) add(vals ...any) error {
-	b.args = append(b.args, vals...)
-	if len(b.args) < batchRows*b.cols {
-		return nil
-	}
-	if b.full == nil {
-		st, err := b.tx.PrepareContext(b.ctx, b.insertSQL(batchRows))
-		if err != nil {
-			return fmt.Errorf("gen: prepare insert into %s: %w", b.table, err)
-		}
-		b.full = st
-	}
-	if _, err := b.full.ExecContext(b.ctx, b.args...); err != nil {
-		return fmt.Errorf("gen: insert into %s: %w", b.table, err)
-	}
-	b.args = b.args[:0]
-	return nil
-}
-
-// flush writes any rows still buffered and releases the statement.
-func (b *batcher) flush() error {
-	if b.full != nil {
-		defer b.full.Close()
-	}
-	if len(b.args) == 0 {
-		return nil
-	}
-	if _, err := b.tx.ExecContext(b.ctx, b.insertSQL(len(b.args)/b.cols), b.args...); err != nil {
-		return fmt.Errorf("gen: insert into %s: %w", b.table, err)
-	}
-	b.args = b.args[:0]
-	return nil
 }
