@@ -41,13 +41,6 @@ type item struct {
 	err  error    // when !ok
 }
 
-// Store states of a position in fetch.
-const (
-	storeNotAsked = iota
-	storeAsked
-	storeFailed
-)
-
 // fetch reads want (distinct addresses, none in memory) from the service
 // and the store, and caches what it gets in memory. It returns one result
 // per address; the error is only for a canceled ctx or a closed client.
@@ -115,72 +108,29 @@ func (c *Client) readLocal(ctx context.Context, want []addr.Addr, tables []*tabl
 // every address has a correct answer, or has failed in every tier asked.
 func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int]bool) ([]result, error) {
 	n := len(want)
-	res := make([]result, n)
 	cctx, cancel := context.WithCancel(ctx)
+	f := &tierFetch{c: c, ctx: cctx, want: want, res: make([]result, n), chunks: make([]wanted, n), left: n}
 	// On the way out, stop the producers still running (the losers of a
 	// hedge) and wait for them: no goroutine outlives the call, and its
 	// counts are all in Stats when it returns. Producers honour cctx, so
 	// this costs about one canceled request.
-	var producers sync.WaitGroup
 	defer func() {
 		cancel()
-		producers.Wait()
+		f.producers.Wait()
 	}()
 	defer context.AfterFunc(c.ctx, cancel)()
 	items := make(chan item, min(n, 256)+2)
-	send := func(it item) {
+	f.send = func(it item) {
 		select {
 		case items <- it:
 		case <-cctx.Done():
 		}
 	}
 
-	svcWait := make([]bool, n) // asked the service, no answer yet
-	storeState := make([]uint8, n)
-	settled := make([]bool, n)
-	left := n
-	settle := func(k int) {
-		if !settled[k] {
-			settled[k] = true
-			left--
-		}
-	}
-	var queue []int // positions to ask the store for
-	toStore := func(k int) {
-		switch {
-		case settled[k]:
-		case storeState[k] == storeNotAsked:
-			storeState[k] = storeAsked
-			queue = append(queue, k)
-		case storeState[k] == storeFailed && !svcWait[k]:
-			settle(k) // both tiers have answered, neither correctly
-		}
-	}
-	running := 0
-	flush := func() {
-		if len(queue) > 0 {
-			ks := queue
-			queue = nil
-			running++
-			producers.Go(func() { c.askStore(cctx, want, ks, send) })
-		}
-	}
-
 	var timer *time.Timer
 	var hedge <-chan time.Time
-	// Chunks in files the service keeps on this host are read directly.
 	if c.svc != nil && c.backoff.allow() && len(local) < n {
-		ks := make([]int, 0, n)
-		for k := range n {
-			if local[k] {
-				toStore(k)
-				continue
-			}
-			ks = append(ks, k)
-			svcWait[k] = true
-		}
-		running++
-		producers.Go(func() { c.askService(cctx, want, ks, send) })
+		f.startService(local)
 		if c.opts.ServiceTimeout > 0 {
 			timer = time.NewTimer(c.opts.ServiceTimeout)
 			defer timer.Stop()
@@ -191,11 +141,11 @@ func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int
 			c.ctr.svcSkipped.Add(1)
 		}
 		for k := range n {
-			toStore(k)
+			f.toStore(k)
 		}
 	}
-	flush()
-	for left > 0 && running > 0 {
+	f.flush()
+	for f.left > 0 && f.running > 0 {
 		select {
 		case <-cctx.Done():
 			if err := ctx.Err(); err != nil {
@@ -204,73 +154,182 @@ func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int
 			return nil, ErrClosed
 		case <-hedge:
 			hedge = nil
-			hedged := 0
-			for k := range n {
-				if svcWait[k] && storeState[k] == storeNotAsked && !settled[k] {
-					toStore(k)
-					hedged++
-				}
-			}
-			c.ctr.hedged.Add(int64(hedged))
-			if hedged > 0 {
-				c.log.Debug("cache service is slow; asking the store too", "chunks", hedged, "after", c.opts.ServiceTimeout)
-			}
+			f.hedge()
 		case it := <-items:
 			switch {
 			case it.done:
-				running--
+				f.running--
 				if it.src == fromService {
 					hedge = nil
-					for _, k := range it.ks {
-						if svcWait[k] { // the service never answered it
-							svcWait[k] = false
-							toStore(k)
-						}
-					}
+					f.serviceDone(it.ks)
 				}
 			case it.src == fromService:
-				svcWait[it.k] = false
-				if it.ok {
-					if !settled[it.k] {
-						res[it.k] = result{ok: true, data: it.data}
-						settle(it.k)
-						c.keep(want[it.k], it.data)
-						c.ctr.service(it.tier, len(it.data))
-					}
-				} else {
-					toStore(it.k)
-				}
+				f.fromService(it)
 				if hedge != nil {
 					timer.Reset(c.opts.ServiceTimeout) // the service is making progress
 				}
-			default: // from the store
-				if it.ok {
-					if !settled[it.k] {
-						res[it.k] = result{ok: true, data: it.data}
-						settle(it.k)
-						c.keep(want[it.k], it.data)
-						c.ctr.storeChunks.Add(1)
-						c.ctr.storeBytes.Add(int64(len(it.data)))
-					}
-				} else {
-					storeState[it.k] = storeFailed
-					if !settled[it.k] {
-						res[it.k] = result{err: it.err}
-					}
-					if !svcWait[it.k] {
-						settle(it.k)
-					}
-				}
+			default:
+				f.fromStore(it)
 			}
 		}
-		flush()
+		f.flush()
 	}
-	for k := range res {
-		if !settled[k] && !res[k].ok && res[k].err == nil {
-			res[k].err = errors.New("internal error: no tier answered") // not reached
+	for k, w := range f.chunks {
+		if !w.settled && !f.res[k].ok && f.res[k].err == nil {
+			f.res[k].err = errors.New("internal error: no tier answered") // not reached
 		}
 	}
-	return res, nil
+	return f.res, nil
+}
+
+// tierFetch is the state of one fetchTiers call, kept by its coordinator
+// goroutine alone: what it knows of each wanted chunk, and the producers
+// it has started.
+type tierFetch struct {
+	c      *Client
+	ctx    context.Context // canceled when fetchTiers returns
+	want   []addr.Addr
+	res    []result
+	chunks []wanted // by position in want
+	left   int      // positions not settled yet
+	queue  []int    // positions to ask the store for at the next flush
+	send   func(item)
+
+	running   int // producers started and not done
+	producers sync.WaitGroup
+}
+
+// wanted is what the coordinator knows of one wanted chunk.
+type wanted struct {
+	svcWait bool       // asked the service, no answer yet
+	store   storeState // where its store read stands
+	settled bool       // res holds its answer, or the failure of every tier asked
+}
+
+// storeState is where the store read of a wanted chunk stands.
+type storeState uint8
+
+const (
+	storeNotAsked storeState = iota
+	storeAsked
+	storeFailed
+)
+
+func (f *tierFetch) settle(k int) {
+	if !f.chunks[k].settled {
+		f.chunks[k].settled = true
+		f.left--
+	}
+}
+
+// toStore queues want[k] for the store unless it is settled or was asked
+// already; it settles k when both tiers have failed it.
+func (f *tierFetch) toStore(k int) {
+	w := &f.chunks[k]
+	switch {
+	case w.settled:
+	case w.store == storeNotAsked:
+		w.store = storeAsked
+		f.queue = append(f.queue, k)
+	case w.store == storeFailed && !w.svcWait:
+		f.settle(k) // both tiers have answered, neither correctly
+	}
+}
+
+// flush starts a store read of the queued positions.
+func (f *tierFetch) flush() {
+	if len(f.queue) == 0 {
+		return
+	}
+	ks := f.queue
+	f.queue = nil
+	f.running++
+	f.producers.Go(func() { f.c.askStore(f.ctx, f.want, ks, f.send) })
+}
+
+// startService asks the service for every position not local, and queues
+// the local ones for the store (it reads the files the service keeps on
+// this host directly).
+func (f *tierFetch) startService(local map[int]bool) {
+	ks := make([]int, 0, len(f.want))
+	for k := range f.want {
+		if local[k] {
+			f.toStore(k)
+			continue
+		}
+		ks = append(ks, k)
+		f.chunks[k].svcWait = true
+	}
+	f.running++
+	f.producers.Go(func() { f.c.askService(f.ctx, f.want, ks, f.send) })
+}
+
+// hedge queues for the store every position the service has not answered
+// in time.
+func (f *tierFetch) hedge() {
+	hedged := 0
+	for k, w := range f.chunks {
+		if w.svcWait && w.store == storeNotAsked && !w.settled {
+			f.toStore(k)
+			hedged++
+		}
+	}
+	f.c.ctr.hedged.Add(int64(hedged))
+	if hedged > 0 {
+		f.c.log.Debug("cache service is slow; asking the store too", "chunks", hedged, "after", f.c.opts.ServiceTimeout)
+	}
+}
+
+// serviceDone sends to the store the positions of ks the finished service
+// request never answered.
+func (f *tierFetch) serviceDone(ks []int) {
+	for _, k := range ks {
+		if f.chunks[k].svcWait {
+			f.chunks[k].svcWait = false
+			f.toStore(k)
+		}
+	}
+}
+
+// found settles k with data, verified, unless another tier won; it
+// reports whether this answer is the one kept.
+func (f *tierFetch) found(k int, data []byte) bool {
+	if f.chunks[k].settled {
+		return false
+	}
+	f.res[k] = result{ok: true, data: data}
+	f.settle(k)
+	f.c.keep(f.want[k], data)
+	return true
+}
+
+func (f *tierFetch) fromService(it item) {
+	f.chunks[it.k].svcWait = false
+	if !it.ok {
+		f.toStore(it.k)
+		return
+	}
+	if f.found(it.k, it.data) {
+		f.c.ctr.service(it.tier, len(it.data))
+	}
+}
+
+func (f *tierFetch) fromStore(it item) {
+	if it.ok {
+		if f.found(it.k, it.data) {
+			f.c.ctr.storeChunks.Add(1)
+			f.c.ctr.storeBytes.Add(int64(len(it.data)))
+		}
+		return
+	}
+	w := &f.chunks[it.k]
+	w.store = storeFailed
+	if !w.settled {
+		f.res[it.k] = result{err: it.err}
+	}
+	if !w.svcWait {
+		f.settle(it.k)
+	}
 }
 
 // keep puts a verified chunk in the memory tier.
