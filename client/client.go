@@ -81,8 +81,9 @@ type Options struct {
 	// the database (a copied Dolt file:// remote). The cache service only
 	// serves named databases, so DB "" cannot be used with Service.
 	DB string
-	// Service is the cache service's address: "http://host:port" (or
-	// https) or "grpc://host:port". "" means no service.
+	// Service is the cache service's address: "http://host:port" or
+	// "grpc://host:port", or over TLS "https://host:port" or
+	// "grpcs://host:port". "" means no service.
 	Service string
 	// MemBytes bounds the memory tier, in bytes of chunk data (plus a
 	// small per-chunk overhead). 0 means DefaultMemBytes; negative
@@ -119,6 +120,17 @@ type Options struct {
 	// record that fails is read from the store. Files the service has not
 	// downloaded are read through the service as usual.
 	LocalDir string
+	// Token is a bearer token for a service started with --auth-tokens,
+	// sent as "Authorization: Bearer TOKEN" (an HTTP header, or gRPC
+	// metadata). "" sends none. The client never logs it.
+	Token string
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// service's certificate, for a service started with --tls-cert
+	// ("https://" or "grpcs://" addresses). "" means the system's roots.
+	CAFile string
+	// CertFile and KeyFile are the client's own certificate and key (PEM),
+	// for a service that asks for one (--tls-client-ca). Both or neither.
+	CertFile, KeyFile string
 	// Logger gets warnings (a service that sent a wrong chunk, backing off
 	// from the service) and debug messages. nil means slog.Default().
 	Logger *slog.Logger
@@ -278,7 +290,7 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 			c.Close()
 			return nil, errors.New("client: the cache service serves named databases only, and DB is \"\" (the store root)")
 		}
-		c.svc, err = newService(o.Service, o.DB, o.Concurrency)
+		c.svc, err = newService(o.Service, o.DB, o.Concurrency, serviceAuth{token: o.Token, caFile: o.CAFile, certFile: o.CertFile, keyFile: o.KeyFile})
 		if err != nil {
 			c.Close()
 			return nil, err

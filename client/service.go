@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
@@ -56,29 +58,41 @@ func (e *serviceError) Unwrap() error { return e.err }
 
 // newService connects to the service at rawURL (no I/O yet: connections
 // are made on first use).
-func newService(rawURL, db string, concurrency int) (service, error) {
+func newService(rawURL, db string, concurrency int, auth serviceAuth) (service, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("client: service address %q: want http://host:port or grpc://host:port", rawURL)
+		return nil, fmt.Errorf("client: service address %q: want http://host:port or grpc://host:port (https:// or grpcs:// for TLS)", rawURL)
+	}
+	var tlsCfg *tls.Config
+	switch u.Scheme {
+	case "https", "grpcs":
+		if tlsCfg, err = auth.tlsConfig(); err != nil {
+			return nil, err
+		}
+	case "http", "grpc":
+		if auth.tlsOnly() {
+			return nil, fmt.Errorf("client: service address %q is not TLS, yet a CA or client certificate is given: use https:// or grpcs://", rawURL)
+		}
 	}
 	switch u.Scheme {
 	case "http", "https":
-		return newHTTPService(u, db, concurrency), nil
-	case "grpc":
-		return newGRPCService(u.Host, db)
+		return newHTTPService(u, db, concurrency, tlsCfg, auth.token), nil
+	case "grpc", "grpcs":
+		return newGRPCService(u, db, tlsCfg, auth.token)
 	}
-	return nil, fmt.Errorf("client: service address %q: unknown scheme %q (want http, https or grpc)", rawURL, u.Scheme)
+	return nil, fmt.Errorf("client: service address %q: unknown scheme %q (want http, https, grpc or grpcs)", rawURL, u.Scheme)
 }
 
 // httpService talks to the service's HTTP API.
 type httpService struct {
-	base string // scheme://host[/path], no trailing slash
-	db   string
-	hc   *http.Client
-	tr   *http.Transport
+	base  string // scheme://host[/path], no trailing slash
+	db    string
+	hc    *http.Client
+	tr    *http.Transport
+	token string // "" sends no Authorization header
 }
 
-func newHTTPService(u *url.URL, db string, concurrency int) *httpService {
+func newHTTPService(u *url.URL, db string, concurrency int, tlsCfg *tls.Config, token string) *httpService {
 	tr := &http.Transport{
 		// A cache service is near the client; a proxy only adds latency.
 		Proxy: nil,
@@ -94,13 +108,27 @@ func newHTTPService(u *url.URL, db string, concurrency int) *httpService {
 		IdleConnTimeout:     90 * time.Second,
 		// Chunks are mostly compressed data already.
 		DisableCompression: true,
+		TLSClientConfig:    tlsCfg,
 	}
 	return &httpService{
-		base: strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"),
-		db:   db,
-		tr:   tr,
-		hc:   &http.Client{Transport: tr},
+		base:  strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"),
+		db:    db,
+		tr:    tr,
+		hc:    &http.Client{Transport: tr},
+		token: token,
 	}
+}
+
+// newRequest makes a request to the service, with the token.
+func (h *httpService) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, h.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	return req, nil
 }
 
 func (h *httpService) String() string { return h.base }
@@ -118,7 +146,7 @@ func drain(body io.ReadCloser) {
 }
 
 func (h *httpService) get(ctx context.Context, a addr.Addr) (reply, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.base+api.ChunkPath(h.db, a), nil)
+	req, err := h.newRequest(ctx, http.MethodGet, api.ChunkPath(h.db, a), nil)
 	if err != nil {
 		return reply{}, &serviceError{err: err}
 	}
@@ -149,15 +177,21 @@ func (h *httpService) get(ctx context.Context, a addr.Addr) (reply, error) {
 }
 
 // statusError describes an HTTP answer other than 200 and 404. A 503 (the
-// service is shutting down, or its store is unreachable) is treated like a
-// connection failure: the client backs off.
+// service is shutting down, or its store is unreachable), a 401 (no or an
+// unknown token) and a 403 (a token without this database) are treated
+// like a connection failure: the client backs off rather than ask again
+// for every read.
 func statusError(base string, resp *http.Response) error {
 	e := api.ReadError(resp)
-	return &serviceError{conn: resp.StatusCode == http.StatusServiceUnavailable, err: fmt.Errorf("cache service %s: %w", base, e)}
+	switch resp.StatusCode {
+	case http.StatusServiceUnavailable, http.StatusUnauthorized, http.StatusForbidden:
+		return &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", base, e)}
+	}
+	return &serviceError{err: fmt.Errorf("cache service %s: %w", base, e)}
 }
 
 func (h *httpService) getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+api.ChunksPath(h.db), bytes.NewReader(api.EncodeAddresses(as)))
+	req, err := h.newRequest(ctx, http.MethodPost, api.ChunksPath(h.db), bytes.NewReader(api.EncodeAddresses(as)))
 	if err != nil {
 		return &serviceError{err: err}
 	}
@@ -213,27 +247,43 @@ type grpcService struct {
 	cc     chunkpb.ChunkCacheClient
 }
 
-func newGRPCService(hostport, db string) (*grpcService, error) {
+func newGRPCService(u *url.URL, db string, tlsCfg *tls.Config, token string) (*grpcService, error) {
 	bo := grpcbackoff.DefaultConfig
 	bo.MaxDelay = maxBackoff
-	conn, err := grpc.NewClient("passthrough:///"+hostport,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(api.MaxFrameLen+1<<20)),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("client: service grpc://%s: %w", hostport, err)
+	creds := insecure.NewCredentials()
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
 	}
-	return &grpcService{target: "grpc://" + hostport, db: db, conn: conn, cc: chunkpb.NewChunkCacheClient(conn)}, nil
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(api.MaxFrameLen + 1<<20)),
+	}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	target := u.Scheme + "://" + u.Host
+	conn, err := grpc.NewClient("passthrough:///"+u.Host, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: service %s: %w", target, err)
+	}
+	return &grpcService{target: target, db: db, conn: conn, cc: chunkpb.NewChunkCacheClient(conn)}, nil
 }
 
 func (g *grpcService) String() string { return g.target }
 
 func (g *grpcService) close() error { return g.conn.Close() }
 
-// grpcError classifies a failed call: Unavailable is a connection failure.
+// grpcError classifies a failed call: Unavailable is a connection
+// failure, and so are Unauthenticated and PermissionDenied (a token the
+// service refuses will not be accepted on the next read either).
 func (g *grpcService) grpcError(err error) error {
-	return &serviceError{conn: status.Code(err) == codes.Unavailable, err: fmt.Errorf("cache service %s: %w", g.target, err)}
+	conn := false
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Unauthenticated, codes.PermissionDenied:
+		conn = true
+	}
+	return &serviceError{conn: conn, err: fmt.Errorf("cache service %s: %w", g.target, err)}
 }
 
 func (g *grpcService) get(ctx context.Context, a addr.Addr) (reply, error) {

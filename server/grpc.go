@@ -21,9 +21,10 @@ import (
 const MaxBatch = api.MaxBatch
 
 // NewGRPC returns a gRPC server with the ChunkCache service, health
-// checking and reflection registered.
-func NewGRPC(c *Cache) *grpc.Server {
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(api.MaxGRPCRequest), grpc.MaxSendMsgSize(api.MaxGRPCMessage))
+// checking and reflection registered; opts add to the server's options
+// (TLS credentials, the interceptors of Auth).
+func NewGRPC(c *Cache, opts ...grpc.ServerOption) *grpc.Server {
+	s := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(api.MaxGRPCRequest), grpc.MaxSendMsgSize(api.MaxGRPCMessage)}, opts...)...)
 	chunkpb.RegisterChunkCacheServer(s, &grpcService{c: c})
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
