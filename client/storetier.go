@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/tablefile"
+	"github.com/chunkd/chunkd/tableset"
 )
 
 // storeTier reads chunks straight from the database's table files.
@@ -91,17 +91,24 @@ func (s *storeTier) root(ctx context.Context) (addr.Addr, error) {
 // appendix files first (they hold everything, in a good order).
 type snapshot struct {
 	root   addr.Addr
-	tables []*table
-	byName map[string]*table
+	set    *tableset.Set[*table] // nil for a snapshot of local copies only
+	tables []*table              // the set's files, in its search order
+}
+
+func newSnapshot(set *tableset.Set[*table]) *snapshot {
+	snap := &snapshot{root: set.Root(), set: set, tables: make([]*table, len(set.Files))}
+	for i, f := range set.Files {
+		snap.tables[i] = f.Value
+	}
+	return snap
 }
 
 // table is one open table file.
 type table struct {
-	name     string
-	key      string
-	appendix bool
-	t        *tablefile.Table
-	local    *os.File // the cache service's verified copy on this host (Options.LocalDir), if any
+	name  string
+	key   string
+	t     *tablefile.Table
+	local *os.File // the cache service's verified copy on this host (Options.LocalDir), if any
 	// hashed: the local copy's chunks were checked against their
 	// addresses by the service (api.CacheLayout), so reads from it check
 	// only record CRCs.
@@ -131,17 +138,13 @@ func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (
 // tables/ folder only after verifying it, so a file there is whole; hashed
 // says whether the directory's layout promises that its chunks were
 // checked against their addresses too (api.CacheLayout).
-func (s *storeTier) openLocal(name string, appendix, hashed bool) *table {
-	dir := s.c.opts.LocalDir
-	if dir == "" {
-		return nil
-	}
+func (s *storeTier) openLocal(name string, hashed bool) *tableset.File[*table] {
 	key, err := s.mdb.TableKey(name)
 	if err != nil {
 		return nil
 	}
 	for _, k := range []string{key, key + manifest.ArchiveSuffix} {
-		f, err := os.Open(filepath.Join(dir, api.CacheTablesDir, filepath.FromSlash(k)))
+		f, err := os.Open(filepath.Join(s.c.opts.LocalDir, api.CacheTablesDir, filepath.FromSlash(k)))
 		if err != nil {
 			continue
 		}
@@ -151,7 +154,11 @@ func (s *storeTier) openLocal(name string, appendix, hashed bool) *table {
 			if tf, err = tablefile.Open(f, st.Size(), nil); err == nil {
 				s.c.ctr.tablesOpened.Add(1)
 				s.c.addLocal(f)
-				return &table{name: name, key: k, appendix: appendix, t: tf, local: f, hashed: hashed}
+				return &tableset.File[*table]{
+					Object: tableset.Object{Name: name, Key: k, Size: st.Size()},
+					Index:  tf,
+					Value:  &table{name: name, key: k, t: tf, local: f, hashed: hashed},
+				}
 			}
 		}
 		s.c.log.Warn("ignoring local copy", "path", f.Name(), "err", err)
@@ -245,94 +252,70 @@ func (s *storeTier) refresh(ctx context.Context) error {
 // names that prev does not hold, several at once.
 func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error) {
 	c := s.c
-	m, _, err := s.mdb.Load(ctx)
+	l := &tableset.Loader[*table]{DB: s.mdb, OpenIndex: s.openIndex, Concurrency: c.opts.Concurrency}
+	m, _, err := l.Manifest(ctx)
 	c.ctr.manifestLoads.Add(1)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	appendix := make(map[string]bool, len(m.Appendix))
-	for _, name := range m.Appendix {
-		appendix[name] = true
+	var prevSet *tableset.Set[*table]
+	if prev != nil {
+		prevSet = prev.set
 	}
 	// Files a same-host service keeps (Options.LocalDir) open with no store
 	// IO; they are published with the root, so reads can use them before
 	// the other files' indexes arrive from the store.
-	local := map[string]*table{}
+	local := map[string]*tableset.File[*table]{}
 	if c.opts.LocalDir != "" {
 		marker, _ := os.ReadFile(filepath.Join(c.opts.LocalDir, api.CacheLayoutFile))
 		hashed := string(marker) == api.CacheLayout
 		for _, spec := range m.Specs {
-			if prev != nil && prev.byName[spec.Name] != nil || manifest.IsJournal(spec.Name) {
+			if _, ok := prevSet.Get(spec.Name); ok || manifest.IsJournal(spec.Name) {
 				continue
 			}
-			if t := s.openLocal(spec.Name, appendix[spec.Name], hashed); t != nil {
-				local[spec.Name] = t
+			if f := s.openLocal(spec.Name, hashed); f != nil {
+				local[spec.Name] = f
 			}
 		}
 	}
 	if prev == nil {
 		s.rootOnce.Do(func() {
 			s.firstRoot = m.Root
-			for _, t := range local {
-				s.firstLocal = append(s.firstLocal, t)
+			for _, f := range local {
+				s.firstLocal = append(s.firstLocal, f.Value)
 			}
 			close(s.rootReady)
 		})
 	}
-	tables := make([]*table, len(m.Specs))
-	errs := make([]error, len(m.Specs))
-	var toOpen []int
-	for i, spec := range m.Specs {
-		switch {
-		case manifest.IsJournal(spec.Name):
-			// A local Dolt database's chunk journal is no table file;
-			// its chunks are out of reach (push to a remote, or gc, first).
-			c.log.Warn("database lists a chunk journal, which the client cannot read; its chunks will be missing", "db", s.mdb.String())
-		case prev != nil && prev.byName[spec.Name] != nil:
-			t := *prev.byName[spec.Name]
-			t.appendix = appendix[spec.Name]
-			tables[i] = &t
-		case local[spec.Name] != nil:
-			tables[i] = local[spec.Name]
-		default:
-			toOpen = append(toOpen, i)
+	set := l.Open(ctx, m, func(name string) (*tableset.File[*table], bool) {
+		if f, ok := prevSet.Get(name); ok {
+			return f, true
 		}
+		f, ok := local[name]
+		return f, ok
+	})
+	if set.Journal {
+		// A local Dolt database's chunk journal is no table file; its
+		// chunks are out of reach (push to a remote, or gc, first).
+		c.log.Warn("database lists a chunk journal, which the client cannot read; its chunks will be missing", "db", s.mdb.String())
 	}
-	if len(toOpen) > 0 {
-		runLimited(len(toOpen), c.opts.Concurrency, func(j int) {
-			i := toOpen[j]
-			tables[i], errs[i] = s.open(ctx, m.Specs[i].Name, appendix[m.Specs[i].Name])
-		})
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	snap := &snapshot{root: m.Root, byName: make(map[string]*table, len(tables))}
-	for _, t := range tables {
-		if t != nil {
-			snap.tables = append(snap.tables, t)
-			snap.byName[t.name] = t
-		}
-	}
-	sort.SliceStable(snap.tables, func(i, j int) bool { return snap.tables[i].appendix && !snap.tables[j].appendix })
-	return snap, nil
-}
-
-// open finds a table file's object and reads its index.
-func (s *storeTier) open(ctx context.Context, name string, appendix bool) (*table, error) {
-	key, size, err := s.mdb.ResolveTable(ctx, name)
-	if err != nil {
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
+	return newSnapshot(set), nil
+}
+
+// openIndex reads a table file's index from the store.
+func (s *storeTier) openIndex(_ context.Context, o tableset.Object) (*tablefile.Table, *table, error) {
 	// Index and dictionary reads go through metaReader, bound to the
 	// client's lifetime rather than to the context of whichever read
 	// happens to need a dictionary first.
-	tf, err := tablefile.Open(&metaReader{c: s.c, key: key}, size, &tablefile.Options{Tail: s.c.opts.IndexTail})
+	tf, err := tablefile.Open(&metaReader{c: s.c, key: o.Key}, o.Size, &tablefile.Options{Tail: s.c.opts.IndexTail})
 	if err != nil {
-		return nil, fmt.Errorf("client: database %s: open table file %s: %w", s.mdb, key, err)
+		return nil, nil, err
 	}
 	s.c.ctr.tablesOpened.Add(1)
-	return &table{name: name, key: key, appendix: appendix, t: tf}, nil
+	return tf, &table{name: o.Name, key: o.Key, t: tf}, nil
 }
 
 // metaReader reads a table file's index and archive dictionaries.

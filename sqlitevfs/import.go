@@ -18,6 +18,7 @@ import (
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
+	"github.com/chunkd/chunkd/tableset"
 )
 
 // ImportOptions configure Import.
@@ -260,9 +261,9 @@ func doImport(ctx context.Context, s store.Store, path string, o *ImportOptions)
 		// Chunks found in the old head's files were not uploaded. Imports
 		// only add files, and drop a replaced appendix only when the other
 		// files hold all its chunks; make sure nothing else took them away.
-		for name, t := range prev.byName {
-			if h.byName[name] == nil && !h.holdsAll(t) {
-				return nil, fmt.Errorf("database %s was rewritten during the import: table file %s, which holds chunks of the new version, is no longer in its manifest; import again", mdb, name)
+		for _, f := range prev.files() {
+			if h.file(f.Name) == nil && !h.holdsAll(f.Index) {
+				return nil, fmt.Errorf("database %s was rewritten during the import: table file %s, which holds chunks of the new version, is no longer in its manifest; import again", mdb, f.Name)
 			}
 		}
 		rt.parent = h.root()
@@ -500,8 +501,7 @@ func newManifest(base *manifest.Manifest, files []manifest.Spec, app *manifest.S
 type head struct {
 	m       *manifest.Manifest // nil: no database yet
 	version string             // the manifest object's version ("": none)
-	tables  []*tablefile.Table
-	byName  map[string]*tablefile.Table
+	set     *tableset.Set[struct{}]
 }
 
 func (h *head) root() addr.Addr {
@@ -513,12 +513,27 @@ func (h *head) root() addr.Addr {
 
 // has reports whether a table file of the database holds a.
 func (h *head) has(a addr.Addr) bool {
-	for _, t := range h.tables {
-		if t.Has(a) {
-			return true
-		}
+	if h.set == nil {
+		return false
 	}
-	return false
+	_, _, ok := h.set.Find(a)
+	return ok
+}
+
+// files returns the head's open table files.
+func (h *head) files() []*tableset.File[struct{}] {
+	if h.set == nil {
+		return nil
+	}
+	return h.set.Files
+}
+
+// file returns the open table file called name, or nil.
+func (h *head) file(name string) *tablefile.Table {
+	if f, ok := h.set.Get(name); ok {
+		return f.Index
+	}
+	return nil
 }
 
 // holdsAll reports whether the head's files hold every chunk of t.
@@ -543,25 +558,25 @@ func (h *head) replaceableAppendix() []string {
 	if h.m == nil {
 		return nil
 	}
+	var others []*tablefile.Table
+	for _, f := range h.files() {
+		if !f.Appendix {
+			others = append(others, f.Index)
+		}
+	}
+	held := func(a addr.Addr) bool {
+		for _, t := range others {
+			if t.Has(a) {
+				return true
+			}
+		}
+		return false
+	}
 	var out []string
 	for _, name := range h.m.Appendix {
-		app := h.byName[name]
+		app := h.file(name)
 		if app == nil {
 			continue
-		}
-		var others []*tablefile.Table
-		for n, t := range h.byName {
-			if !slices.Contains(h.m.Appendix, n) {
-				others = append(others, t)
-			}
-		}
-		held := func(a addr.Addr) bool {
-			for _, t := range others {
-				if t.Has(a) {
-					return true
-				}
-			}
-			return false
 		}
 		all := true
 		for _, e := range app.Entries() {
@@ -578,11 +593,14 @@ func (h *head) replaceableAppendix() []string {
 }
 
 // loadHead loads the manifest of mdb and opens the indexes of its table
-// files (those prev has open already are kept).
+// files (those prev has open already are kept). Any file that cannot be
+// opened fails the import: its chunks would be uploaded again, or worse,
+// taken for absent.
 func loadHead(ctx context.Context, mdb *manifest.DB, prev *head) (*head, error) {
-	m, version, err := mdb.Load(ctx)
+	l := &tableset.Loader[struct{}]{DB: mdb}
+	m, version, err := l.Manifest(ctx)
 	if errors.Is(err, store.ErrNotFound) {
-		return &head{byName: map[string]*tablefile.Table{}}, nil
+		return &head{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -590,61 +608,15 @@ func loadHead(ctx context.Context, mdb *manifest.DB, prev *head) (*head, error) 
 	if m.NBF != manifest.FormatChunkdSQLite {
 		return nil, fmt.Errorf("database %s has storage format %q, not %q: it is not a chunkd SQLite database (import into another name)", mdb, m.NBF, manifest.FormatChunkdSQLite)
 	}
-	h := &head{m: m, version: version, byName: map[string]*tablefile.Table{}}
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, 8)
-		first error
-	)
-	for _, spec := range m.Specs {
-		if manifest.IsJournal(spec.Name) {
-			continue
-		}
-		if prev != nil && prev.byName[spec.Name] != nil {
-			mu.Lock() // the openers below write byName too
-			h.byName[spec.Name] = prev.byName[spec.Name]
-			mu.Unlock()
-			continue
-		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			t, err := openTable(ctx, mdb, spec.Name)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				return
-			}
-			h.byName[spec.Name] = t
-		})
+	var have func(string) (*tableset.File[struct{}], bool)
+	if prev != nil {
+		have = prev.set.Get
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	for _, spec := range m.Specs {
-		if t := h.byName[spec.Name]; t != nil {
-			h.tables = append(h.tables, t)
-		}
-	}
-	return h, nil
-}
-
-// openTable reads the index of one table file of mdb.
-func openTable(ctx context.Context, mdb *manifest.DB, name string) (*tablefile.Table, error) {
-	key, size, err := mdb.ResolveTable(ctx, name)
-	if err != nil {
+	set := l.Open(ctx, m, have)
+	if err := set.Err(); err != nil {
 		return nil, err
 	}
-	t, err := tablefile.Open(store.ReaderAt(ctx, mdb.Store(), key), size, &tablefile.Options{Tail: 64 << 10})
-	if err != nil {
-		return nil, fmt.Errorf("database %s: open table file %s: %w", mdb, key, err)
-	}
-	return t, nil
+	return &head{m: m, version: version, set: set}, nil
 }
 
 // sleep waits d or until ctx is done.
