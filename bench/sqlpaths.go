@@ -469,22 +469,6 @@ func setHitRatios(rep *Report, paths []string, byPath map[string]*tierSplit) {
 	}
 }
 
-// splitsByPath sums the splits of the cases that did not fail, per path.
-func splitsByPath[K comparable](splits map[K]*tierSplit, failed map[K]error, pathOf func(K) string) map[string]*tierSplit {
-	out := map[string]*tierSplit{}
-	for k, sp := range splits {
-		if failed[k] != nil {
-			continue
-		}
-		p := pathOf(k)
-		if out[p] == nil {
-			out[p] = &tierSplit{}
-		}
-		out[p].merge(sp)
-	}
-	return out
-}
-
 // metrics records the split in metrics.csv.
 func (t tierSplit) metrics(rep *Report, cs, path string, threads int) {
 	if t.ops > 0 {

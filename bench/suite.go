@@ -26,6 +26,17 @@ type Suite interface {
 	Run(ctx context.Context, r *Runner) error
 }
 
+// suite is a Suite made of its parts: the package's suites declare
+// themselves with one.
+type suite struct {
+	name, synopsis string
+	run            func(ctx context.Context, r *Runner) error
+}
+
+func (s suite) Name() string                             { return s.name }
+func (s suite) Synopsis() string                         { return s.synopsis }
+func (s suite) Run(ctx context.Context, r *Runner) error { return s.run(ctx, r) }
+
 var (
 	regMu  sync.Mutex
 	suites = map[string]Suite{}
@@ -133,6 +144,22 @@ type Config struct {
 	CommandLine []string
 	// Log gets progress lines (default io.Discard).
 	Log io.Writer
+}
+
+// rtt is the emulated store's round trip: RTT, or 30 ms.
+func (c Config) rtt() time.Duration {
+	if c.RTT > 0 {
+		return c.RTT
+	}
+	return 30 * time.Millisecond
+}
+
+// clients is Clients, or the scale's default.
+func (c Config) clients(tiny, small, large []int) []int {
+	if len(c.Clients) > 0 {
+		return c.Clients
+	}
+	return pick(c.Scale, tiny, small, large)
 }
 
 // Runner is what a suite runs with: its configuration, its report, and a

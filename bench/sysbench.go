@@ -3,10 +3,8 @@ package bench
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,17 +13,9 @@ import (
 	"github.com/chunkd/chunkd/gen"
 )
 
-func init() { Register(sysbenchSuite{}) }
-
-// sysbenchSuite is Dolt's sysbench read tests adapted to SQLite: the
-// median latency of each test through the local file and through the
-// warm service, the multiplier per test, and their mean,
-// reads_mean_multiplier.
-type sysbenchSuite struct{}
-
-func (sysbenchSuite) Name() string { return "sysbench" }
-func (sysbenchSuite) Synopsis() string {
-	return "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"
+func init() {
+	Register(suite{name: "sysbench", run: runSysbench,
+		synopsis: "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"})
 }
 
 const sysbenchDBName = "sbtest"
@@ -207,42 +197,15 @@ func sysbenchTests(rows int) []sbTest {
 	}
 }
 
-// sbPath is one path's database and its session.
-type sbPath struct {
-	name  string
-	about string
-	db    *sqlDB
-	sess  *sbSession
-}
-
-// sbPathNames returns the paths' names, in order.
-func sbPathNames(ps []*sbPath) []string {
-	names := make([]string, len(ps))
-	for i, p := range ps {
-		names[i] = p.name
-	}
-	return names
-}
-
-func (p *sbPath) close() {
-	if p.sess != nil {
-		p.sess.close()
-	}
-	if p.db != nil {
-		p.db.close()
-	}
-}
-
-func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
-	cfg := r.Config
-	rep := r.Report
+// runSysbench is Dolt's sysbench read tests adapted to SQLite: the
+// median latency of each test through the local file and through the
+// warm service, the multiplier per test, and their mean,
+// reads_mean_multiplier.
+func runSysbench(ctx context.Context, r *Runner) error {
+	cfg, rep := r.Config, r.Report
 	rep.Baseline = pathLocal
 	rep.ThreadsLabel = "threads"
 	rowsN := pick(cfg.Scale, 2_000, 50_000, 500_000)
-	rtt := cfg.RTT
-	if rtt <= 0 {
-		rtt = 30 * time.Millisecond
-	}
 	load := Load{
 		Clients:  1,
 		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 10*time.Millisecond, 500*time.Millisecond, 2*time.Second)),
@@ -255,88 +218,48 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 	// from that path with a note.
 	budget := max(pick(cfg.Scale, 20*time.Second, 60*time.Second, 5*time.Minute), 10*(load.Warmup+load.Duration))
 
-	ds, err := prepareSQLDataset(ctx, r, fmt.Sprintf("sysbench-%d.sqlite", rowsN), sysbenchDBName, rtt, func(path string) error {
+	rig, err := startSQLRig(ctx, r, "sysbench", fmt.Sprintf("sysbench-%d.sqlite", rowsN), sysbenchDBName, "chunkd-bench-sysbench", func(path string) error {
 		return gen.Sysbench(path, gen.SysbenchOptions{Rows: rowsN, Seed: 1})
 	})
 	if err != nil {
 		return err
 	}
-	defer ds.close()
-	binary, how, err := serviceBinary(ctx, r)
-	if err != nil {
-		return err
-	}
-	r.Logf("sysbench: starting the service and downloading the database")
-	svc, fetched, err := warmService(ctx, r, binary, ds, filepath.Join(cfg.CacheDir, "chunkd-bench-sysbench"))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := svc.stop(cfg.Keep); err != nil {
-			rep.Notef("The service did not stop cleanly: %v", err)
-		}
-	}()
-
+	defer rig.close(r)
 	tests := sysbenchTests(rowsN)
-	paths := []*sbPath{
-		{name: pathLocal, about: "the SQLite file on local disk, through the same VFS (pread per page; the file is in the OS page cache): the baseline"},
-		{name: pathService, about: "the warm service (the database's files on its disk) and a client without a memory tier: every page SQLite's cache misses is a request to the service"},
-		{name: pathServiceMem, about: "the warm service and a client with its default memory tier (256 MiB), into which every page was read before measuring: a database that fits is then served from the process's memory"},
-	}
-	if cfg.StoreDirect {
-		paths = append(paths, &sbPath{name: pathStoreDirect, about: fmt.Sprintf("no service: a client without a memory tier reading the store itself, every request paying the emulated round trip (%s)", rtt)})
-	}
-	defer func() {
-		for _, p := range paths {
-			p.close()
-		}
-	}()
-	for _, p := range paths {
-		var err error
-		switch p.name {
-		case pathLocal:
-			p.db, err = openLocalDB(ds.file, nil)
-		case pathService:
-			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, mem: -1, log: cfg.Log})
-		case pathServiceMem:
-			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, prewarm: true, log: cfg.Log})
-		case pathStoreDirect:
-			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, mem: -1, log: cfg.Log})
-		}
-		if err != nil {
-			return fmt.Errorf("open %s: %w", p.name, err)
-		}
-		if p.sess, err = newSbSession(ctx, p.db, tests); err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
-		}
+	err = rig.openPaths(ctx, r, nil, map[string]string{
+		pathService:    "the warm service (the database's files on its disk) and a client without a memory tier: every page SQLite's cache misses is a request to the service",
+		pathServiceMem: "the warm service and a client with its default memory tier (256 MiB), into which every page was read before measuring: a database that fits is then served from the process's memory",
+	}, func(p *sqlPathDB) (err error) {
+		p.sess, err = newSbSession(ctx, p.db, tests)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 
-	rep.Env.Set("data set", "%s", ds.describe(fmt.Sprintf("gen.Sysbench: sbtest1 and sbtest2 of %d rows each (index on k), sbtypes of %d rows (index on big_int_col), seed 1", rowsN, rowsN)))
-	rep.Env.Set("store", "local folder (file://) %s, read by the service (and store-direct) through %s", ds.storeDir, storeEmulation(rtt, cfg.Bandwidth))
-	rep.Env.Set("service", "%s; the appendix file was on its disk %s after it started", serviceArgsNote(r, binary, how), fetched.Round(time.Millisecond))
+	rig.setEnv(r, fmt.Sprintf("gen.Sysbench: sbtest1 and sbtest2 of %d rows each (index on k), sbtypes of %d rows (index on big_int_col), seed 1", rowsN, rowsN))
 	rep.Env.Set("connections", "one open database per path for the whole run, with one SQLite connection (sysbench's one thread), statements prepared once; SQLite's default page cache (2000 KiB) per connection")
 	rep.Env.Set("timing", "per test, path and run: warm-up %s, then %s; runs outermost, then tests, then paths, so drift falls on every path alike; a run of a test on a path longer than %s drops that test from that path", load.Warmup, describeLoad(load), budget)
 	rep.Env.Set("keys", "uniform over the ids (and k values) of the tables (sysbench's default distribution is its 'special' one, which favours some keys)")
 
-	type key struct{ test, path string }
-	stats := map[key][]Stats{}
-	splits := map[key]*tierSplit{}
-	failed := map[key]error{}
+	m, err := measureSysbench(ctx, r, rig.paths, tests, load, budget)
+	if err != nil {
+		return err
+	}
+	reportSysbench(rep, rig, tests, m)
+	return nil
+}
+
+// measureSysbench runs every test on every path, runs outermost, then
+// tests, then paths, so drift falls on every path alike.
+func measureSysbench(ctx context.Context, r *Runner, paths []*sqlPathDB, tests []sbTest, load Load, budget time.Duration) (*sqlRuns, error) {
+	m := newSQLRuns(r.Report, budget)
 	rowsSeen := map[string]int{} // fixed tests: rows per event
-	for run := 1; run <= cfg.Runs; run++ {
+	for run := 1; run <= r.Config.Runs; run++ {
 		for _, t := range tests {
 			for _, p := range paths {
-				k := key{t.name, p.name}
-				if failed[k] != nil {
-					continue
-				}
 				p.sess.test = t.name
-				var mismatch error
-				var st0 statsSnap
-				l := load
-				l.Mark = func() { st0 = snap(p.db) }
-				rctx, cancel := context.WithTimeout(ctx, budget)
-				s, err := Drive(rctx, l, func(ctx context.Context, _ int, rng *rand.Rand) error {
+				s, ok, err := m.drive(ctx, run, t.name+" on "+p.name, caseKey{t.name, p.name, 1}, p, load, func(ctx context.Context, _ int, rng *rand.Rand) error {
 					n, err := t.event(ctx, p.sess, rng)
 					if err != nil {
 						return p.db.QueryError(err)
@@ -347,78 +270,86 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 						}
 						if want, ok := rowsSeen[t.name]; !ok {
 							rowsSeen[t.name] = n
-						} else if n != want && mismatch == nil {
-							mismatch = fmt.Errorf("%s returned %d rows on %s, %d on another path: %w", t.name, n, p.name, want, errRows)
+						} else if n != want {
+							return fmt.Errorf("%s returned %d rows on %s, %d on another path: %w", t.name, n, p.name, want, errRows)
 						}
 					}
 					return nil
 				})
-				cancel()
-				if err == nil {
-					err = mismatch
-				}
 				if err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					if errors.Is(err, errRows) {
-						return err
-					}
-					if errors.Is(err, context.DeadlineExceeded) {
-						err = fmt.Errorf("a run took longer than %s", budget)
-					}
-					failed[k] = err
-					rep.Notef("%s on %s was dropped in run %d: %v", t.name, p.name, run, err)
+					return nil, err
+				}
+				if !ok {
 					continue
 				}
-				st1 := snap(p.db)
-				if splits[k] == nil {
-					splits[k] = &tierSplit{}
-				}
-				splits[k].add(st1.stats.Sub(st0.stats), st1.pages-st0.pages, int64(len(s.Lat)))
 				x := s.Stats()
-				stats[k] = append(stats[k], x)
-				rep.Samples(t.name, p.name, 1, s.Lat)
-				r.Logf("sysbench: run %d/%d %-20s %-13s p50 %s ms, p95 %s ms (%d events)", run, cfg.Runs, t.name, p.name, fmtMS(us(x.P50)), fmtMS(us(x.P95)), x.Count)
+				r.Report.Samples(t.name, p.name, 1, s.Lat)
+				r.Logf("sysbench: run %d/%d %-20s %-13s p50 %s ms, p95 %s ms (%d events)", run, r.Config.Runs, t.name, p.name, fmtMS(us(x.P50)), fmtMS(us(x.P95)), x.Count)
 			}
 		}
 	}
-	for _, t := range tests {
-		for _, p := range paths {
-			k := key{t.name, p.name}
-			if len(stats[k]) > 0 && failed[k] == nil {
-				rep.Add(Summarize("sysbench", t.name, p.name, 1, stats[k]))
-			}
-		}
-	}
+	return m, nil
+}
 
-	// The headline tables, in the shape of Dolt's: median (and p95)
-	// latency per test in milliseconds, the multiple of local's, and
-	// reads_mean_multiplier.
-	var others []string
-	for _, p := range paths[1:] {
-		others = append(others, p.name)
+// reportSysbench writes the headline tables, in the shape of Dolt's, the
+// statements and where the pages came from.
+func reportSysbench(rep *Report, rig *sqlRig, tests []sbTest, m *sqlRuns) {
+	var keys []caseKey
+	for _, t := range tests {
+		for _, p := range rig.paths {
+			keys = append(keys, caseKey{t.name, p.name, 1})
+		}
 	}
+	m.summarize(keys)
+
 	var b strings.Builder
 	b.WriteString("Dolt's sysbench read tests, adapted to SQLite, on a sysbench-shaped database (see *Statements* below), one thread, each test's events back to back. " +
 		"The figure per test is its median latency, as in Dolt's release tables; the multiplier is a path's median over the local file's, and `reads_mean_multiplier` the mean of a path's multipliers over the tests. Paths:\n\n")
-	for _, p := range paths {
-		fmt.Fprintf(&b, "- `%s`: %s.\n", p.name, p.about)
-	}
+	rig.describePaths(&b)
 	b.WriteString("\nEach path keeps one open database (client, SQLite connection and its page cache) across all tests, runs and iterations, as an application does: after the warm-up, the pages a test reads again are in SQLite's page cache on every path, and the figures are steady state, not first reads.\n\n")
+	writeMultipliers(&b, rep, rig.pathNames()[1:], tests)
+	rep.Intro = b.String()
+
+	m.setHitRatios(rig.pathNames())
+	rep.Section("Statements", sysbenchStatements(tests))
+
+	var w strings.Builder
+	w.WriteString("Per event, summed over the measured parts of all runs: pages SQLite read through the VFS (its page-cache misses) and, for the chunkd paths, which tier served them (client.Stats).\n\n")
+	w.WriteString("| test | path " + tierTableHeader + "\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	m.pagesTable(&w, keys, func(k caseKey) string { return fmt.Sprintf("| %s | %s |", k.cs, k.path) })
+	rep.Section("Where the pages came from", w.String())
+	var cached []string
+	for _, t := range tests {
+		if sp := m.splits[caseKey{t.name, pathLocal, 1}]; sp != nil && sp.ops > 0 && float64(sp.pageReads)/float64(sp.ops) < 0.01 {
+			cached = append(cached, t.name)
+		}
+	}
+	if len(cached) > 0 {
+		rep.Notef("%s read their pages from SQLite's own page cache alone once warm (no page read through the VFS): on every path they measure SQLite, and their multipliers of about 1 say nothing about chunkd's tiers, though they count in reads_mean_multiplier as Dolt's count in theirs.",
+			strings.Join(cached, ", "))
+	}
+	rep.Notef("Read tests only: the database is an immutable version, so sysbench's write tests have no counterpart.")
+	rep.Notef("Latency is per event on the client's side; there is no server in front of SQLite, so unlike Dolt's and MySQL's figures these carry no network round trip or wire encoding on the local path, which makes the multipliers larger than a server-to-server comparison would.")
+}
+
+// writeMultipliers writes the latency tables: the median (and p95)
+// latency per test in milliseconds on the local file and on each of
+// others, each with its multiple of local's; then each path's
+// reads_mean_multiplier, the mean of its median multipliers.
+func writeMultipliers(b *strings.Builder, rep *Report, others []string, tests []sbTest) {
 	mults := map[string][]float64{}
 	for _, pct := range []struct {
 		title string
 		get   func(Result) float64
 	}{{"latency_median", func(x Result) float64 { return x.P50US }}, {"latency_p95", func(x Result) float64 { return x.P95US }}} {
-		fmt.Fprintf(&b, "**%s** (ms):\n\n| read_tests | local |", pct.title)
+		fmt.Fprintf(b, "**%s** (ms):\n\n| read_tests | local |", pct.title)
 		for _, o := range others {
-			fmt.Fprintf(&b, " %s | multiplier |", o)
+			fmt.Fprintf(b, " %s | multiplier |", o)
 		}
 		b.WriteString("\n|---|--:|" + strings.Repeat("--:|--:|", len(others)) + "\n")
 		for _, t := range tests {
 			base, ok := rep.find(t.name, pathLocal, 1)
-			fmt.Fprintf(&b, "| %s | %s |", t.name, map[bool]string{true: fmtMS(pct.get(base)), false: "–"}[ok])
+			fmt.Fprintf(b, "| %s | %s |", t.name, map[bool]string{true: fmtMS(pct.get(base)), false: "–"}[ok])
 			for _, o := range others {
 				res, rok := rep.find(t.name, o, 1)
 				if !ok || !rok {
@@ -426,7 +357,7 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 					continue
 				}
 				m := pct.get(res) / pct.get(base)
-				fmt.Fprintf(&b, " %s | %.2f |", fmtMS(pct.get(res)), m)
+				fmt.Fprintf(b, " %s | %.2f |", fmtMS(pct.get(res)), m)
 				if pct.title == "latency_median" {
 					mults[o] = append(mults[o], m)
 					rep.Metric(t.name, o, 1, "multiplier", m)
@@ -449,15 +380,15 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 		if len(mults[o]) < len(tests) {
 			extra = fmt.Sprintf(" (over the %d of %d tests it finished)", len(mults[o]), len(tests))
 		}
-		fmt.Fprintf(&b, "- `%s` reads_mean_multiplier: **%.2f**%s\n", o, mean, extra)
+		fmt.Fprintf(b, "- `%s` reads_mean_multiplier: **%.2f**%s\n", o, mean, extra)
 		rep.Metric("reads", o, 1, "reads_mean_multiplier", mean)
 	}
 	b.WriteString("\n")
-	rep.Intro = b.String()
+}
 
-	setHitRatios(rep, sbPathNames(paths), splitsByPath(splits, failed, func(k key) string { return k.path }))
-
-	// The statements.
+// sysbenchStatements is the Statements section: how the tests differ
+// from Dolt's, and each test's statements.
+func sysbenchStatements(tests []sbTest) string {
 	var s strings.Builder
 	s.WriteString("Written for SQLite from the published definitions of sysbench's OLTP scripts and Dolt's read-test scripts. Differences: SQLite has no server, so there is no network hop or wire format on any path; " +
 		"Dolt's scans filter columns of its own typed sbtest1, which the narrow sbtest tables (id, k, c, pad) lack, so ours filter k; k is indexed and SQLite's planner would answer through the index (a row lookup per entry), so the scans that Dolt names table scans say NOT INDEXED, and index_scan says INDEXED BY; " +
@@ -479,33 +410,7 @@ func (sysbenchSuite) Run(ctx context.Context, r *Runner) error {
 		}
 		fmt.Fprintf(&s, "| %s | %s | %s |\n", t.name, t.about, strings.Join(qs, "<br>"))
 	}
-	rep.Section("Statements", s.String())
-
-	var w strings.Builder
-	w.WriteString("Per event, summed over the measured parts of all runs: pages SQLite read through the VFS (its page-cache misses) and, for the chunkd paths, which tier served them (client.Stats).\n\n")
-	w.WriteString("| test | path " + tierTableHeader + "\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, t := range tests {
-		for _, p := range paths {
-			if sp := splits[key{t.name, p.name}]; sp != nil && failed[key{t.name, p.name}] == nil {
-				fmt.Fprintf(&w, "| %s | %s |%s\n", t.name, p.name, sp.row(p.name == pathLocal))
-				sp.metrics(rep, t.name, p.name, 1)
-			}
-		}
-	}
-	rep.Section("Where the pages came from", w.String())
-	var cached []string
-	for _, t := range tests {
-		if sp := splits[key{t.name, pathLocal}]; sp != nil && sp.ops > 0 && float64(sp.pageReads)/float64(sp.ops) < 0.01 {
-			cached = append(cached, t.name)
-		}
-	}
-	if len(cached) > 0 {
-		rep.Notef("%s read their pages from SQLite's own page cache alone once warm (no page read through the VFS): on every path they measure SQLite, and their multipliers of about 1 say nothing about chunkd's tiers, though they count in reads_mean_multiplier as Dolt's count in theirs.",
-			strings.Join(cached, ", "))
-	}
-	rep.Notef("Read tests only: the database is an immutable version, so sysbench's write tests have no counterpart.")
-	rep.Notef("Latency is per event on the client's side; there is no server in front of SQLite, so unlike Dolt's and MySQL's figures these carry no network round trip or wire encoding on the local path, which makes the multipliers larger than a server-to-server comparison would.")
-	return nil
+	return s.String()
 }
 
 // newSbSession takes a connection of d and prepares every test's

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,16 +14,9 @@ import (
 	"github.com/chunkd/chunkd/sqlitevfs"
 )
 
-func init() { Register(title5Suite{}) }
-
-// title5Suite is the 5-SELECT "title" transaction of the drop-in cache
-// benchmark on an IMDb-shaped database: transactions per second, average
-// and p95 latency against threads, per path.
-type title5Suite struct{}
-
-func (title5Suite) Name() string { return "title5" }
-func (title5Suite) Synopsis() string {
-	return "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"
+func init() {
+	Register(suite{name: "title5", run: runTitle5,
+		synopsis: "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"})
 }
 
 const title5DBName = "imdb"
@@ -80,25 +73,17 @@ func (c *t5Conn) tx(ctx context.Context, title string) (int, error) {
 	return n, err
 }
 
-func (title5Suite) Run(ctx context.Context, r *Runner) error {
-	cfg := r.Config
-	rep := r.Report
+// runTitle5 is the 5-SELECT "title" transaction of the drop-in cache
+// benchmark on an IMDb-shaped database: transactions per second, average
+// and p95 latency against threads, per path.
+func runTitle5(ctx context.Context, r *Runner) error {
+	cfg, rep := r.Config, r.Report
 	rep.Baseline = pathLocal
 	rep.ThreadsLabel = "threads"
 	rep.ThroughputUnit = "tps"
 	titles := pick(cfg.Scale, 2_000, 35_000, 500_000)
-	threads := cfg.Clients
-	if len(threads) == 0 {
-		threads = pick(cfg.Scale, []int{1, 4}, []int{1, 4, 16}, []int{1, 2, 4, 8, 16, 32, 64})
-	}
-	maxThreads := 1
-	for _, t := range threads {
-		maxThreads = max(maxThreads, t)
-	}
-	rtt := cfg.RTT
-	if rtt <= 0 {
-		rtt = 30 * time.Millisecond
-	}
+	threads := cfg.clients([]int{1, 4}, []int{1, 4, 16}, []int{1, 2, 4, 8, 16, 32, 64})
+	maxThreads := max(1, slices.Max(threads))
 	load := Load{
 		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 30*time.Millisecond, time.Second, 5*time.Second)),
 		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 150*time.Millisecond, 3*time.Second, 15*time.Second)),
@@ -107,106 +92,71 @@ func (title5Suite) Run(ctx context.Context, r *Runner) error {
 	}
 	budget := max(pick(cfg.Scale, 20*time.Second, 2*time.Minute, 10*time.Minute), 10*(load.Warmup+load.Duration))
 
-	ds, err := prepareSQLDataset(ctx, r, fmt.Sprintf("imdb-%d.sqlite", titles), title5DBName, rtt, func(path string) error {
+	rig, err := startSQLRig(ctx, r, "title5", fmt.Sprintf("imdb-%d.sqlite", titles), title5DBName, "chunkd-bench-title5", func(path string) error {
 		return gen.IMDb(path, gen.IMDbOptions{Titles: titles, Seed: 1})
 	})
 	if err != nil {
 		return err
 	}
-	defer ds.close()
-
+	defer rig.close(r)
 	// The keys: every movie title, drawn uniformly (not a hot set).
-	movies, err := movieTitles(ctx, ds.file)
+	movies, err := movieTitles(ctx, rig.ds.file)
 	if err != nil {
 		return err
 	}
-	binary, how, err := serviceBinary(ctx, r)
-	if err != nil {
-		return err
-	}
-	r.Logf("title5: starting the service and downloading the database")
-	svc, fetched, err := warmService(ctx, r, binary, ds, filepath.Join(cfg.CacheDir, "chunkd-bench-title5"))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := svc.stop(cfg.Keep); err != nil {
-			rep.Notef("The service did not stop cleanly: %v", err)
-		}
-	}()
-
-	sqliteOpts := &sqlitevfs.Options{CacheKiB: title5CacheKiB}
-	paths := []*sbPath{
-		{name: pathLocal, about: "the SQLite file on local disk, through the same VFS (pread per page; the file is in the OS page cache): the baseline"},
-		{name: pathService, about: "the warm service (the database's files on its disk) and a client without a memory tier: every page a connection's SQLite cache misses is a request to the service"},
-		{name: pathServiceMem, about: "the warm service and a client with its default memory tier (256 MiB, shared by the connections), into which every page was read before measuring"},
-	}
-	if cfg.StoreDirect {
-		paths = append(paths, &sbPath{name: pathStoreDirect, about: fmt.Sprintf("no service: a client without a memory tier reading the store itself, every request paying the emulated round trip (%s)", rtt)})
-	}
-	defer func() {
-		for _, p := range paths {
-			p.close()
-		}
-	}()
-	for _, p := range paths {
-		var err error
-		switch p.name {
-		case pathLocal:
-			p.db, err = openLocalDB(ds.file, sqliteOpts)
-		case pathService:
-			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, mem: -1, sqlite: sqliteOpts, log: cfg.Log})
-		case pathServiceMem:
-			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, prewarm: true, sqlite: sqliteOpts, log: cfg.Log})
-		case pathStoreDirect:
-			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, mem: -1, sqlite: sqliteOpts, log: cfg.Log})
-		}
-		if err != nil {
-			return fmt.Errorf("open %s: %w", p.name, err)
-		}
+	err = rig.openPaths(ctx, r, &sqlitevfs.Options{CacheKiB: title5CacheKiB}, map[string]string{
+		pathService:    "the warm service (the database's files on its disk) and a client without a memory tier: every page a connection's SQLite cache misses is a request to the service",
+		pathServiceMem: "the warm service and a client with its default memory tier (256 MiB, shared by the connections), into which every page was read before measuring",
+	}, func(p *sqlPathDB) error {
 		// A connection per thread, kept between cases (with its page
 		// cache): the pool never closes one.
 		p.db.SetMaxOpenConns(maxThreads)
 		p.db.SetMaxIdleConns(maxThreads)
 		p.db.SetConnMaxLifetime(0)
 		p.db.SetConnMaxIdleTime(0)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
-	rep.Env.Set("data set", "%s", ds.describe(fmt.Sprintf("gen.IMDb: %d titles (%d movies, %d distinct movie titles), %d names, seed 1", titles, movies.count, len(movies.titles), titles)))
-	rep.Env.Set("store", "local folder (file://) %s, read by the service (and store-direct) through %s", ds.storeDir, storeEmulation(rtt, cfg.Bandwidth))
-	rep.Env.Set("service", "%s; the appendix file was on its disk %s after it started", serviceArgsNote(r, binary, how), fetched.Round(time.Millisecond))
+	rig.setEnv(r, fmt.Sprintf("gen.IMDb: %d titles (%d movies, %d distinct movie titles), %d names, seed 1", titles, movies.count, len(movies.titles), titles))
 	rep.Env.Set("connections", "one open database per path for the whole run; each thread its own SQLite connection (a sql.DB pool of %d that never closes one), statements prepared per connection; SQLite page cache %d KiB per connection (PRAGMA cache_size=-%d), so at most %d MiB over %d connections",
 		maxThreads, title5CacheKiB, title5CacheKiB, maxThreads*title5CacheKiB>>10, maxThreads)
 	rep.Env.Set("keys", "a movie title drawn uniformly from all %d distinct movie titles per transaction (not a hot set)", len(movies.titles))
 	rep.Env.Set("timing", "per path, thread count and run: warm-up %s, then %s; runs outermost, then thread counts, then paths; a run longer than %s drops that case", load.Warmup, describeLoad(load), budget)
 	rep.Env.Set("threads", "%s", intList(threads))
 
-	type key struct {
-		path    string
-		threads int
+	m, err := measureTitle5(ctx, r, rig.paths, threads, movies.titles, load, budget)
+	if err != nil {
+		return err
 	}
-	stats := map[key][]Stats{}
-	splits := map[key]*tierSplit{}
-	failed := map[key]error{}
-	const cs = "transaction"
-	for run := 1; run <= cfg.Runs; run++ {
+	reportTitle5(rep, rig, threads, m)
+	return nil
+}
+
+// title5Case is the suite's one case.
+const title5Case = "transaction"
+
+// measureTitle5 runs the transaction on every path with each thread
+// count, runs outermost, then thread counts, then paths.
+func measureTitle5(ctx context.Context, r *Runner, paths []*sqlPathDB, threads []int, titles []string, load Load, budget time.Duration) (*sqlRuns, error) {
+	m := newSQLRuns(r.Report, budget)
+	for run := 1; run <= r.Config.Runs; run++ {
 		for _, th := range threads {
 			for _, p := range paths {
-				k := key{p.name, th}
-				if failed[k] != nil {
+				k := caseKey{title5Case, p.name, th}
+				if m.failed[k] != nil {
 					continue
 				}
 				conns, err := t5Conns(ctx, p.db, th)
 				if err != nil {
-					return fmt.Errorf("%s: %w", p.name, err)
+					return nil, fmt.Errorf("%s: %w", p.name, err)
 				}
-				var st0 statsSnap
 				l := load
 				l.Clients = th
-				l.Mark = func() { st0 = snap(p.db) }
-				rctx, cancel := context.WithTimeout(ctx, budget)
-				s, err := Drive(rctx, l, func(ctx context.Context, w int, rng *rand.Rand) error {
-					title := movies.titles[rng.IntN(len(movies.titles))]
+				s, ok, err := m.drive(ctx, run, fmt.Sprintf("%s with %d threads", p.name, th), k, p, l, func(ctx context.Context, w int, rng *rand.Rand) error {
+					title := titles[rng.IntN(len(titles))]
 					n, err := conns[w].tx(ctx, title)
 					if err != nil {
 						return p.db.QueryError(err)
@@ -216,60 +166,49 @@ func (title5Suite) Run(ctx context.Context, r *Runner) error {
 					}
 					return nil
 				})
-				cancel()
-				st1 := snap(p.db)
 				for _, c := range conns {
 					c.close()
 				}
 				if err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					if errors.Is(err, errRows) {
-						return err
-					}
-					if errors.Is(err, context.DeadlineExceeded) {
-						err = fmt.Errorf("a run took longer than %s", budget)
-					}
-					failed[k] = err
-					rep.Notef("%s with %d threads was dropped in run %d: %v", p.name, th, run, err)
+					return nil, err
+				}
+				if !ok {
 					continue
 				}
-				if splits[k] == nil {
-					splits[k] = &tierSplit{}
-				}
-				splits[k].add(st1.stats.Sub(st0.stats), st1.pages-st0.pages, int64(len(s.Lat)))
 				x := s.Stats()
-				stats[k] = append(stats[k], x)
 				if th == threads[0] {
-					rep.Samples(cs, p.name, th, s.Lat)
+					r.Report.Samples(title5Case, p.name, th, s.Lat)
 				}
-				r.Logf("title5: run %d/%d %-13s %2d threads: %s tps, avg %s ms, p95 %s ms", run, cfg.Runs, p.name, th, fmtRate(x.Throughput), fmtMS(us(x.Mean)), fmtMS(us(x.P95)))
+				r.Logf("title5: run %d/%d %-13s %2d threads: %s tps, avg %s ms, p95 %s ms", run, r.Config.Runs, p.name, th, fmtRate(x.Throughput), fmtMS(us(x.Mean)), fmtMS(us(x.P95)))
 			}
 		}
 	}
-	for _, p := range paths {
-		for _, th := range threads {
-			if k := (key{p.name, th}); len(stats[k]) > 0 && failed[k] == nil {
-				rep.Add(Summarize("title5", cs, p.name, th, stats[k]))
-			}
-		}
-	}
+	return m, nil
+}
 
-	// The headline: tps, average and p95 per thread count and path, as the
-	// cache benchmark reports them, with the multiples of local's.
+// reportTitle5 writes the headline, as the cache benchmark reports it,
+// the statements and where the pages came from.
+func reportTitle5(rep *Report, rig *sqlRig, threads []int, m *sqlRuns) {
+	var keys []caseKey
+	for _, p := range rig.paths {
+		for _, th := range threads {
+			keys = append(keys, caseKey{title5Case, p.name, th})
+		}
+	}
+	m.summarize(keys)
+
+	// The headline: tps, average and p95 per thread count and path, with
+	// the multiples of local's.
 	var b strings.Builder
 	b.WriteString("The 5-SELECT \"title\" transaction of the drop-in SQL cache benchmark (a web page about one movie: its row, genres, rating, characters and principal people, each statement looking the movie up by title again) " +
 		"on an IMDb-shaped SQLite database, in a closed loop from each thread, every thread with its own SQLite connection. Paths:\n\n")
-	for _, p := range paths {
-		fmt.Fprintf(&b, "- `%s`: %s.\n", p.name, p.about)
-	}
+	rig.describePaths(&b)
 	b.WriteString("\nEach path keeps one open database and its connections across thread counts and runs, as an application does; the figures are steady state after the warm-up.\n\n")
 	b.WriteString("| threads | path | tps | avg ms | p95 ms | tps × local | avg × local |\n|--:|---|--:|--:|--:|--:|--:|\n")
 	for _, th := range threads {
-		base, bok := rep.find(cs, pathLocal, th)
-		for _, p := range paths {
-			res, ok := rep.find(cs, p.name, th)
+		base, bok := rep.find(title5Case, pathLocal, th)
+		for _, p := range rig.paths {
+			res, ok := rep.find(title5Case, p.name, th)
 			if !ok {
 				continue
 			}
@@ -290,22 +229,14 @@ func (title5Suite) Run(ctx context.Context, r *Runner) error {
 	}
 	rep.Section("Statements", q.String())
 
-	setHitRatios(rep, sbPathNames(paths), splitsByPath(splits, failed, func(k key) string { return k.path }))
+	m.setHitRatios(rig.pathNames())
 	var w strings.Builder
 	w.WriteString("Per transaction, summed over the measured parts of all runs: pages the connections' SQLite caches missed (read through the VFS), and for the chunkd paths the share of those pages each tier served (client.Stats; the service's tier as it reported it).\n\n")
 	w.WriteString("| path | threads " + tierTableHeader + "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, p := range paths {
-		for _, th := range threads {
-			if sp := splits[key{p.name, th}]; sp != nil && failed[key{p.name, th}] == nil {
-				fmt.Fprintf(&w, "| %s | %d |%s\n", p.name, th, sp.row(p.name == pathLocal))
-				sp.metrics(rep, cs, p.name, th)
-			}
-		}
-	}
+	m.pagesTable(&w, keys, func(k caseKey) string { return fmt.Sprintf("| %s | %d |", k.path, k.threads) })
 	rep.Section("Where the pages came from", w.String())
 	rep.Notef("The clients and the service share this machine's %d cores; with more threads than cores the latencies include waiting for a CPU, on every path.", rep.Env.Cores)
 	rep.Notef("A service answer slower than the client's ServiceTimeout (50 ms) is hedged with a store read (the hedged column); under CPU contention that can happen on a warm service.")
-	return nil
 }
 
 // movieList is the keys of the transaction.
