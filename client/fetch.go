@@ -421,7 +421,11 @@ func (c *Client) serviceDone(ctx context.Context, err error) {
 	if errors.As(err, &se) && se.conn {
 		if d, started := c.backoff.fail(); started {
 			c.ctr.svcBackoffs.Add(1)
-			c.log.Warn("cache service unreachable; reading from the store", "service", c.svc.String(), "retry_in", d, "err", err)
+			what := "cache service unreachable; reading from the store"
+			if se.refused {
+				what = "cache service refused the client (check the token and its databases); reading from the store"
+			}
+			c.log.Warn(what, "service", c.svc.String(), "retry_in", d, "err", err)
 		}
 		return
 	}

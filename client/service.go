@@ -49,8 +49,9 @@ type service interface {
 // serviceError is a failed service request. conn marks a failure to
 // reach the service at all, which makes the client back off from it.
 type serviceError struct {
-	conn bool
-	err  error
+	conn    bool
+	refused bool // the service refused the token (conn is set too)
+	err     error
 }
 
 func (e *serviceError) Error() string { return e.err.Error() }
@@ -184,8 +185,10 @@ func (h *httpService) get(ctx context.Context, a addr.Addr) (reply, error) {
 func statusError(base string, resp *http.Response) error {
 	e := api.ReadError(resp)
 	switch resp.StatusCode {
-	case http.StatusServiceUnavailable, http.StatusUnauthorized, http.StatusForbidden:
+	case http.StatusServiceUnavailable:
 		return &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", base, e)}
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return &serviceError{conn: true, refused: true, err: fmt.Errorf("cache service %s: %w", base, e)}
 	}
 	return &serviceError{err: fmt.Errorf("cache service %s: %w", base, e)}
 }
@@ -278,12 +281,9 @@ func (g *grpcService) close() error { return g.conn.Close() }
 // failure, and so are Unauthenticated and PermissionDenied (a token the
 // service refuses will not be accepted on the next read either).
 func (g *grpcService) grpcError(err error) error {
-	conn := false
-	switch status.Code(err) {
-	case codes.Unavailable, codes.Unauthenticated, codes.PermissionDenied:
-		conn = true
-	}
-	return &serviceError{conn: conn, err: fmt.Errorf("cache service %s: %w", g.target, err)}
+	code := status.Code(err)
+	refused := code == codes.Unauthenticated || code == codes.PermissionDenied
+	return &serviceError{conn: refused || code == codes.Unavailable, refused: refused, err: fmt.Errorf("cache service %s: %w", g.target, err)}
 }
 
 func (g *grpcService) get(ctx context.Context, a addr.Addr) (reply, error) {

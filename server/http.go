@@ -15,8 +15,10 @@ import (
 )
 
 // NewHandler returns the service's HTTP API, with /metrics (from gather),
-// /healthz and /readyz.
-func NewHandler(c *Cache, gather prometheus.Gatherer) http.Handler {
+// /healthz and /readyz. A path it does not serve is a 404, a method a
+// path does not take a 405 with an Allow header, both with an api.Error
+// body. Auth.HTTP wraps it to require tokens.
+func NewHandler(c *Cache, gather prometheus.Gatherer) Router {
 	h := &httpAPI{c: c}
 	mux := http.NewServeMux()
 	mux.HandleFunc(api.PatternChunk, h.observe("http_get_chunk", h.getChunk))
@@ -31,10 +33,46 @@ func NewHandler(c *Cache, gather prometheus.Gatherer) http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, http.StatusNotFound, "no such endpoint "+r.Method+" "+r.URL.Path)
-	})
-	return mux
+	return apiMux{mux}
+}
+
+// apiMux is a ServeMux whose own answers for requests that take no route
+// (404, 405) carry an api.Error body like every other error.
+type apiMux struct{ *http.ServeMux }
+
+func (m apiMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := m.Handler(r); pattern == "" {
+		m.ServeMux.ServeHTTP(&noRouteWriter{ResponseWriter: w, r: r}, r)
+		return
+	}
+	m.ServeMux.ServeHTTP(w, r)
+}
+
+// noRouteWriter replaces the mux's plain-text error body with an api.Error.
+type noRouteWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	replace bool
+}
+
+func (w *noRouteWriter) WriteHeader(code int) {
+	if code < 400 {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.replace = true
+	msg := "no such endpoint " + w.r.Method + " " + w.r.URL.Path
+	if code == http.StatusMethodNotAllowed {
+		msg = "method " + w.r.Method + " not allowed on " + w.r.URL.Path + " (allowed: " + w.Header().Get("Allow") + ")"
+	}
+	api.WriteError(w.ResponseWriter, code, msg)
+}
+
+func (w *noRouteWriter) Write(b []byte) (int, error) {
+	if w.replace {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 type httpAPI struct{ c *Cache }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // serveCommand runs the cache service.
@@ -57,6 +59,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	manifestTTL := fs.Duration("manifest-ttl", 5*time.Second, "how stale a manifest may be before a miss re-reads it")
 	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var sec secureFlags
+	sec.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -87,6 +91,10 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 
+	tlsCfg, authz, err := sec.setup(log)
+	if err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, *storeURL)
 	if err != nil {
 		return err
@@ -109,7 +117,22 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		cache.Close()
 		return err
 	}
-	httpSrv := &http.Server{Handler: server.NewHandler(cache, reg), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+	router := server.NewHandler(cache, reg)
+	var handler http.Handler = router
+	var grpcOpts []grpc.ServerOption
+	if authz != nil {
+		handler = authz.HTTP(router)
+		grpcOpts = authz.GRPCOptions()
+	}
+	if tlsCfg != nil {
+		hl = tls.NewListener(hl, tlsCfg)
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	stopHUP := make(chan struct{})
+	defer close(stopHUP)
+	reloadOnHUP(authz, log, stopHUP)
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(hl) }()
 
@@ -122,12 +145,15 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			cache.Close()
 			return err
 		}
-		grpcSrv = server.NewGRPC(cache)
+		grpcSrv = server.NewGRPC(cache, grpcOpts...)
 		grpcAddr = gl.Addr().String()
 		go func() { errc <- grpcSrv.Serve(gl) }()
 	}
 	log.Info("listening", "http", hl.Addr().String(), "grpc", grpcAddr, "store", st.String(), "cache_dir", *cacheDir,
-		"mem", humanize.IBytes(uint64(mem)), "disk", humanize.IBytes(uint64(disk)), "fsync", *fsync, "miss", *miss)
+		"mem", humanize.IBytes(uint64(mem)), "disk", humanize.IBytes(uint64(disk)), "fsync", *fsync, "miss", *miss,
+		"tls", tlsCfg != nil, "tokens", authz != nil)
+	warnExposed(log, "HTTP", *listen, tlsCfg != nil, authz != nil)
+	warnExposed(log, "gRPC", *grpcListen, tlsCfg != nil, authz != nil)
 
 	select {
 	case <-ctx.Done():

@@ -40,6 +40,7 @@ const sqlUsage = `sql (--store URL --db NAME [--at ROOT] [--service ADDR] | --fi
 type tierFlags struct {
 	store, db, at, service string
 	serviceDir             string
+	serviceAuth            serviceAuthFlags
 	mem                    sizeFlag
 	serviceTimeout         time.Duration
 	readAhead              int
@@ -56,6 +57,7 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	fs.Var(&tf.mem, "mem", "in-process memory cache for chunks")
 	fs.StringVar(&tf.serviceDir, "service-dir", "", "the service's --cache-dir, when it runs on this host: its verified files are read directly")
 	fs.DurationVar(&tf.serviceTimeout, "service-timeout", 0, "wait this long for the service before also asking the store (default 50ms)")
+	tf.serviceAuth.add(fs)
 	fs.IntVar(&tf.readAhead, "read-ahead", 64, "pages fetched in one batch when SQLite reads sequentially (0: off)")
 	file := fs.String("file", "", "query a plain local SQLite file instead (same engine, same output)")
 	query := fs.String("q", "", "the SQL query (required)")
@@ -140,7 +142,7 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 		return nil, err
 	}
 	d := &openDB{cleanup: []func(){func() { st.Close() }}}
-	c, err := client.Open(ctx, client.Options{Store: st, DB: tf.db, Service: tf.service, LocalDir: tf.serviceDir, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout})
+	c, err := client.Open(ctx, tf.serviceAuth.apply(client.Options{Store: st, DB: tf.db, Service: tf.service, LocalDir: tf.serviceDir, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout}))
 	if err != nil {
 		d.close()
 		return nil, err

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"flag"
+	"os"
+
+	"github.com/chunkd/chunkd/client"
+)
+
+// serviceAuthFlags are a client command's flags for a service that
+// requires TLS or tokens.
+type serviceAuthFlags struct {
+	token, caFile, cert, key string
+}
+
+func (f *serviceAuthFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.token, "token", "", "bearer token for the service (default $CHUNKD_TOKEN; prefer the variable: a flag shows in ps)")
+	fs.StringVar(&f.caFile, "ca-file", "", "CA certificates (PEM) that sign an https:// or grpcs:// service's certificate (default: the system's)")
+	fs.StringVar(&f.cert, "client-cert", "", "client certificate (PEM) for a service that requires one")
+	fs.StringVar(&f.key, "client-key", "", "the key of --client-cert (PEM)")
+}
+
+// apply sets the options' token and TLS files; the token defaults to
+// $CHUNKD_TOKEN.
+func (f *serviceAuthFlags) apply(o client.Options) client.Options {
+	o.Token = f.token
+	if o.Token == "" {
+		o.Token = os.Getenv("CHUNKD_TOKEN")
+	}
+	o.CAFile, o.CertFile, o.KeyFile = f.caFile, f.cert, f.key
+	return o
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/chunkd/chunkd/auth"
+	"github.com/chunkd/chunkd/server"
+)
+
+// secureFlags are serve's TLS and token flags.
+type secureFlags struct {
+	tlsCert, tlsKey, tlsClientCA string
+	authTokens                   string
+	metricsOpen                  bool
+}
+
+func (f *secureFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS and gRPC over TLS with this certificate (PEM, chain first)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "require client certificates signed by these CAs (PEM; mutual TLS)")
+	fs.StringVar(&f.authTokens, "auth-tokens", "", "require bearer tokens from this file: one token per line, then the databases (names or globs) it may read; re-read on SIGHUP")
+	fs.BoolVar(&f.metricsOpen, "metrics-open", false, "serve /metrics without a token (with --auth-tokens)")
+}
+
+// setup loads the files: a nil TLS config means plain text, a nil Auth
+// means no tokens.
+func (f *secureFlags) setup(log *slog.Logger) (*tls.Config, *server.Auth, error) {
+	var tlsCfg *tls.Config
+	switch {
+	case f.tlsCert != "" || f.tlsKey != "":
+		if f.tlsCert == "" || f.tlsKey == "" {
+			return nil, nil, usagef("--tls-cert and --tls-key go together")
+		}
+		var err error
+		if tlsCfg, err = (server.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.tlsClientCA}).Config(); err != nil {
+			return nil, nil, err
+		}
+	case f.tlsClientCA != "":
+		return nil, nil, usagef("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	if f.authTokens == "" {
+		if f.metricsOpen {
+			return nil, nil, usagef("--metrics-open needs --auth-tokens (without tokens everything is open)")
+		}
+		return tlsCfg, nil, nil
+	}
+	tokens, err := auth.Load(f.authTokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st, err := os.Stat(f.authTokens); err == nil && st.Mode().Perm()&0o044 != 0 {
+		log.Warn("the token file can be read by other users; chmod 600 it", "file", f.authTokens, "mode", st.Mode().Perm().String())
+	}
+	return tlsCfg, &server.Auth{Tokens: tokens, MetricsOpen: f.metricsOpen, Logger: log}, nil
+}
+
+// reloadOnHUP re-reads the token file on every SIGHUP until stop is
+// closed; a file that does not parse leaves the old tokens in force.
+func reloadOnHUP(a *server.Auth, log *slog.Logger, stop <-chan struct{}) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-hup:
+				if a == nil {
+					log.Info("SIGHUP: no --auth-tokens to re-read")
+					continue
+				}
+				if err := a.Tokens.Reload(); err != nil {
+					log.Error("SIGHUP: the token file did not load; the old tokens stay in force", "err", err)
+					continue
+				}
+				log.Info("SIGHUP: token file re-read", "file", a.Tokens.Path(), "tokens", a.Tokens.Set().Len())
+			}
+		}
+	}()
+}
+
+// loopback reports whether a listen address binds loopback only. An
+// empty host (":9460") binds every interface.
+func loopback(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// warnExposed warns about an address beyond loopback served without TLS
+// or without tokens.
+func warnExposed(log *slog.Logger, name, address string, tlsOn, tokensOn bool) {
+	if address == "" || loopback(address) || (tlsOn && tokensOn) {
+		return
+	}
+	var missing string
+	switch {
+	case !tlsOn && !tokensOn:
+		missing = "neither TLS nor tokens: anyone who can reach it reads every database"
+	case !tlsOn:
+		missing = "no TLS: tokens and chunks cross the network in clear text"
+	default:
+		missing = "no tokens: anyone who can reach it reads every database"
+	}
+	log.Warn(fmt.Sprintf("%s listens beyond loopback with %s (see --tls-cert, --auth-tokens)", name, missing), "addr", address)
+}
