@@ -13,17 +13,9 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-func init() { Register(sqlSuite{}) }
-
-// sqlSuite is the seed article's measurement, generalised: SQL queries on
-// a SQLite database through the local file, the object store directly,
-// and the cache service cold and warm, each as a fresh process would run
-// them ("chunkd sql"), wall time against the local file.
-type sqlSuite struct{}
-
-func (sqlSuite) Name() string { return "sql" }
-func (sqlSuite) Synopsis() string {
-	return "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"
+func init() {
+	Register(suite{name: "sql", run: runSQL,
+		synopsis: "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"})
 }
 
 const sqlDBName = "sentences"
@@ -60,9 +52,12 @@ type sqlResult struct {
 	fetched time.Duration // cold: when the service had the appendix, after its start
 }
 
-func (sqlSuite) Run(ctx context.Context, r *Runner) error {
-	cfg := r.Config
-	rep := r.Report
+// runSQL is the seed article's measurement, generalised: SQL queries on
+// a SQLite database through the local file, the object store directly,
+// and the cache service cold and warm, each as a fresh process would run
+// them ("chunkd sql"), wall time against the local file.
+func runSQL(ctx context.Context, r *Runner) error {
+	cfg, rep := r.Config, r.Report
 	rep.Baseline = pathLocal
 	rep.ThreadsLabel = "clients"
 	rep.ThroughputUnit = "ops/s"
@@ -72,17 +67,13 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 	if cfg.Count > 0 {
 		lookups = cfg.Count
 	}
-	rtt := cfg.RTT
-	if rtt <= 0 {
-		rtt = 30 * time.Millisecond
-	}
 	queries := []sqlQuery{
 		{cs: "seed-join", title: "seed join", sql: gen.SeedQuery},
 		{cs: "point-lookups", title: fmt.Sprintf("%d point lookups", lookups), sql: "SELECT Text FROM sentences WHERE SentenceId = ?", each: true},
 		{cs: "aggregate", title: "aggregate", sql: "SELECT Lang, count(*) FROM sentences GROUP BY Lang"},
 	}
 
-	ds, err := prepareSQLDataset(ctx, r, fmt.Sprintf("sentences-%d-%d.sqlite", sentences, translations), sqlDBName, rtt, func(path string) error {
+	ds, err := prepareSQLDataset(ctx, r, fmt.Sprintf("sentences-%d-%d.sqlite", sentences, translations), sqlDBName, cfg.rtt(), func(path string) error {
 		return gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: translations, Seed: 1})
 	})
 	if err != nil {
@@ -94,20 +85,16 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 		return err
 	}
 	rep.Env.Set("data set", "%s", ds.describe(fmt.Sprintf("gen.Sentences, %d sentences and %d translations, seed 1", sentences, translations)))
-	rep.Env.Set("store", "local folder (file://) %s; the client (store-direct) and the service read it through %s", ds.storeDir, storeEmulation(rtt, cfg.Bandwidth))
+	rep.Env.Set("store", "local folder (file://) %s; the client (store-direct) and the service read it through %s", ds.storeDir, storeEmulation(cfg.rtt(), cfg.Bandwidth))
 	rep.Env.Set("service", "%s; a new one per query and run, with an empty cache dir under %s", serviceArgsNote(r, binary, how), cfg.CacheDir)
 	rep.Env.Set("client", "a new client and SQLite connection per query and run, as a new `chunkd sql` process would open: memory tier 256 MiB (empty), read-ahead 64 pages, SQLite's default page cache (2000 KiB); wall time from opening the client to the last row")
-	rep.Env.Set("queries", "%s", strings.Join(func() []string {
-		var s []string
-		for _, q := range queries {
-			s = append(s, fmt.Sprintf("%s: `%s`", q.title, strings.TrimSuffix(q.sql, ";")))
-		}
-		return s
-	}(), "; "))
+	var qs []string
+	for _, q := range queries {
+		qs = append(qs, fmt.Sprintf("%s: `%s`", q.title, strings.TrimSuffix(q.sql, ";")))
+	}
+	rep.Env.Set("queries", "%s", strings.Join(qs, "; "))
 
-	type key struct{ cs, path string }
-	results := map[key][]sqlResult{}
-	svcDir := filepath.Join(cfg.CacheDir, "chunkd-bench-sql")
+	m := &sqlMeasure{r: r, ds: ds, binary: binary, svcDir: filepath.Join(cfg.CacheDir, "chunkd-bench-sql"), results: sqlResults{}}
 	for run := 1; run <= cfg.Runs; run++ {
 		// The same random ids for every path of a run.
 		rng := rand.New(rand.NewPCG(uint64(run), 0x5e1ec7))
@@ -116,65 +103,97 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 			ids[i] = rng.Int64N(int64(sentences)) + 1
 		}
 		for _, q := range queries {
-			var local sqlResult
-			measure := func(path string, open func() (*sqlDB, error)) (sqlResult, error) {
-				res, err := runSQLQuery(ctx, q, ids, open)
-				if err != nil {
-					return res, fmt.Errorf("%s on %s, run %d: %w", q.cs, path, run, err)
-				}
-				if path != pathLocal && res.rows != local.rows {
-					return res, fmt.Errorf("%s on %s, run %d: %d rows, the local file gave %d: %w", q.cs, path, run, res.rows, local.rows, errRows)
-				}
-				results[key{q.cs, path}] = append(results[key{q.cs, path}], res)
-				r.Logf("sql: run %d/%d %-13s %-17s %9s  %d rows", run, cfg.Runs, q.cs, path, fmtWall(us(res.took)), res.rows)
-				return res, nil
-			}
-			if local, err = measure(pathLocal, func() (*sqlDB, error) { return openLocalDB(ds.file, nil) }); err != nil {
+			if err := m.query(ctx, run, q, ids); err != nil {
 				return err
-			}
-			if _, err := measure(pathStoreDirect, func() (*sqlDB, error) {
-				return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, log: cfg.Log})
-			}); err != nil {
-				return err
-			}
-			// A fresh service: the first query after its start, while it
-			// reads through and downloads; then, with the appendix on its
-			// disk, a fresh client again.
-			svc, err := startSQLService(ctx, r, binary, ds.storeURL, svcDir)
-			if err != nil {
-				return err
-			}
-			viaService := func() (*sqlDB, error) {
-				return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, log: cfg.Log})
-			}
-			_, err = measure(pathCold, viaService)
-			if err == nil {
-				var fetched time.Duration
-				if fetched, err = svc.waitAppendix(ctx, ds.db, 10*time.Minute); err == nil {
-					k := key{q.cs, pathCold}
-					results[k][len(results[k])-1].fetched = fetched
-					_, err = measure(pathWarm, viaService)
-				}
-				if err == nil {
-					_, err = measure(pathSameHost, func() (*sqlDB, error) {
-						return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, local: svcDir, log: cfg.Log})
-					})
-				}
-			}
-			if serr := svc.stop(cfg.Keep); err == nil && serr != nil {
-				rep.Notef("A service did not stop cleanly: %v", serr)
-			}
-			if err != nil {
-				return fmt.Errorf("%w\nservice log:\n%s", err, svc.tail(10))
 			}
 		}
 	}
+	reportSQL(rep, ds, queries, m.results)
+	return nil
+}
 
-	// Results: one row per query and path, each run one operation.
+// sqlResults are the runs of each query on each path.
+type sqlResults map[sqlKey][]sqlResult
+
+type sqlKey struct{ cs, path string }
+
+// sqlMeasure runs the sql suite's queries.
+type sqlMeasure struct {
+	r       *Runner
+	ds      *sqlDataset
+	binary  string // the service's
+	svcDir  string // the service's cache dir
+	results sqlResults
+}
+
+// query runs q once on every path, as run number run: the local file, the
+// store directly, then a fresh service: the first query after its start,
+// while it reads through and downloads; then, with the appendix on its
+// disk, a fresh client again, over the service and on the same host.
+func (m *sqlMeasure) query(ctx context.Context, run int, q sqlQuery, ids []int64) error {
+	ds, cfg := m.ds, m.r.Config
+	local, err := m.path(ctx, run, q, ids, pathLocal, 0, func() (*sqlDB, error) { return openLocalDB(ds.file, nil) })
+	if err != nil {
+		return err
+	}
+	if _, err := m.path(ctx, run, q, ids, pathStoreDirect, local.rows, func() (*sqlDB, error) {
+		return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, log: cfg.Log})
+	}); err != nil {
+		return err
+	}
+	svc, err := startSQLService(ctx, m.r, m.binary, ds.storeURL, m.svcDir)
+	if err != nil {
+		return err
+	}
+	viaService := func() (*sqlDB, error) {
+		return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, log: cfg.Log})
+	}
+	_, err = m.path(ctx, run, q, ids, pathCold, local.rows, viaService)
+	if err == nil {
+		var fetched time.Duration
+		if fetched, err = svc.waitAppendix(ctx, ds.db, 10*time.Minute); err == nil {
+			k := sqlKey{q.cs, pathCold}
+			m.results[k][len(m.results[k])-1].fetched = fetched
+			_, err = m.path(ctx, run, q, ids, pathWarm, local.rows, viaService)
+		}
+		if err == nil {
+			_, err = m.path(ctx, run, q, ids, pathSameHost, local.rows, func() (*sqlDB, error) {
+				return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, local: m.svcDir, log: cfg.Log})
+			})
+		}
+	}
+	if serr := svc.stop(cfg.Keep); err == nil && serr != nil {
+		m.r.Report.Notef("A service did not stop cleanly: %v", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("%w\nservice log:\n%s", err, svc.tail(10))
+	}
+	return nil
+}
+
+// path runs q on one path, opened with open, and records the result; a
+// path other than the local file must return wantRows rows.
+func (m *sqlMeasure) path(ctx context.Context, run int, q sqlQuery, ids []int64, path string, wantRows int, open func() (*sqlDB, error)) (sqlResult, error) {
+	res, err := runSQLQuery(ctx, q, ids, open)
+	if err != nil {
+		return res, fmt.Errorf("%s on %s, run %d: %w", q.cs, path, run, err)
+	}
+	if path != pathLocal && res.rows != wantRows {
+		return res, fmt.Errorf("%s on %s, run %d: %d rows, the local file gave %d: %w", q.cs, path, run, res.rows, wantRows, errRows)
+	}
+	k := sqlKey{q.cs, path}
+	m.results[k] = append(m.results[k], res)
+	m.r.Logf("sql: run %d/%d %-13s %-17s %9s  %d rows", run, m.r.Config.Runs, q.cs, path, fmtWall(us(res.took)), res.rows)
+	return res, nil
+}
+
+// reportSQL writes the results (one row per query and path, each run one
+// operation), the seed's table, where the pages came from, and notes.
+func reportSQL(rep *Report, ds *sqlDataset, queries []sqlQuery, results sqlResults) {
 	for _, q := range queries {
 		for _, p := range sqlPaths {
 			var st, each []Stats
-			for _, res := range results[key{q.cs, p.name}] {
+			for _, res := range results[sqlKey{q.cs, p.name}] {
 				st = append(st, oneShot(res.took))
 				if q.each {
 					lat := sorted(res.lats)
@@ -188,8 +207,31 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 			}
 		}
 	}
+	rep.Intro = seedTables(rep, ds.rtt, queries, results)
+	rep.Section("Where the pages came from", sqlTiers(rep, queries, results))
 
-	// The seed's table: wall time per path, and the multiple of local's.
+	var fetched []float64
+	var cold []float64
+	for _, q := range queries {
+		for _, res := range results[sqlKey{q.cs, pathCold}] {
+			fetched = append(fetched, float64(res.fetched.Milliseconds()))
+			cold = append(cold, float64(res.took.Milliseconds()))
+		}
+	}
+	if len(fetched) > 0 {
+		rep.Env.Set("cold service's download", "the appendix file (%s) was on the service's disk a median %.0f ms after the service started (cold queries took a median %.0f ms)",
+			humanize.IBytes(uint64(ds.imp.AppendixBytes)), median(fetched), median(cold))
+	}
+	rep.Notef("The emulated store adds a round trip to every request but no bandwidth limit, so a cold service downloads the whole appendix file (%s) within about one round trip and local disk time: "+
+		"the cold path is optimistic next to S3, where a download of that size takes longer and more of a cold query reads through from the store.", humanize.IBytes(uint64(ds.imp.AppendixBytes)))
+	rep.Notef("Every path opens a new client and SQLite connection per query and run, so nothing is in the client's memory or SQLite's page cache at the start; the local file and the service's downloaded file are in the OS page cache (the file was just written).")
+	rep.Notef("The warm path still reads the manifest from the store (one round trip of %s) before the service can be asked for the root: a new `chunkd sql` process pays it too.", ds.rtt)
+}
+
+// seedTables is the report's introduction: the paths, and the seed's
+// table of wall time per path with the multiple of local's, with the
+// open and without.
+func seedTables(rep *Report, rtt time.Duration, queries []sqlQuery, results sqlResults) string {
 	var b strings.Builder
 	b.WriteString("Queries on a SQLite database of the seed's shape (Tatoeba-like sentences and translations), each run as a new `chunkd sql` process would: " +
 		"open a client, read the manifest, root and page map, then run the query, all timed. Paths:\n\n" +
@@ -202,63 +244,64 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 		"`point-lookup-each` is the latency of each of those lookups (the first ones pay for the b-tree's upper pages); `aggregate` scans the sentences table. " +
 		"In the case tables an operation is one run of a query as a whole (one lookup in `point-lookup-each`), so ops/s is runs (lookups) per second.\n\n")
 	b.WriteString("**The seed's table** (wall time, median over runs; × is the multiple of the local file's):\n\n")
-	b.WriteString("| path |")
-	for _, q := range queries {
-		fmt.Fprintf(&b, " %s | × local |", q.title)
-	}
-	b.WriteString("\n|---|")
-	for range queries {
-		b.WriteString("--:|--:|")
-	}
-	b.WriteString("\n")
-	for _, p := range sqlPaths {
-		fmt.Fprintf(&b, "| %s |", p.title)
-		for _, q := range queries {
-			res, ok := rep.find(q.cs, p.name, 1)
-			base, bok := rep.find(q.cs, pathLocal, 1)
-			if !ok || !bok {
-				b.WriteString(" | |")
-				continue
-			}
-			fmt.Fprintf(&b, " %s | %s |", fmtWall(res.P50US), ratio(res.P50US, base.P50US))
+	writeSeedTable(&b, queries, func(cs, path string) float64 {
+		res, ok := rep.find(cs, path, 1)
+		if !ok {
+			return 0
 		}
-		b.WriteString("\n")
-	}
-	b.WriteString("\n")
-	b.WriteString("The same without the open (the query alone, after the client has read the manifest, root and page map; median over runs):\n\n| path |")
-	for _, q := range queries {
-		fmt.Fprintf(&b, " %s | × local |", q.title)
-	}
-	b.WriteString("\n|---|")
-	for range queries {
-		b.WriteString("--:|--:|")
-	}
-	b.WriteString("\n")
+		return res.P50US
+	})
+	b.WriteString("The same without the open (the query alone, after the client has read the manifest, root and page map; median over runs):\n\n")
 	queryOnly := func(cs, path string) float64 {
 		var xs []float64
-		for _, res := range results[key{cs, path}] {
+		for _, res := range results[sqlKey{cs, path}] {
 			xs = append(xs, us(res.query))
 		}
 		return median(xs)
 	}
+	writeSeedTable(&b, queries, queryOnly)
 	for _, p := range sqlPaths {
-		fmt.Fprintf(&b, "| %s |", p.title)
 		for _, q := range queries {
-			v, base := queryOnly(q.cs, p.name), queryOnly(q.cs, pathLocal)
+			if v := queryOnly(q.cs, p.name); v != 0 && queryOnly(q.cs, pathLocal) != 0 {
+				rep.Metric(q.cs, p.name, 1, "query_only_us", v)
+			}
+		}
+	}
+	return b.String()
+}
+
+// writeSeedTable writes a table of the wall time of each query (from
+// wall, in microseconds; 0 for none) on each path, with its multiple of
+// the local file's.
+func writeSeedTable(b *strings.Builder, queries []sqlQuery, wall func(cs, path string) float64) {
+	b.WriteString("| path |")
+	for _, q := range queries {
+		fmt.Fprintf(b, " %s | × local |", q.title)
+	}
+	b.WriteString("\n|---|")
+	for range queries {
+		b.WriteString("--:|--:|")
+	}
+	b.WriteString("\n")
+	for _, p := range sqlPaths {
+		fmt.Fprintf(b, "| %s |", p.title)
+		for _, q := range queries {
+			v, base := wall(q.cs, p.name), wall(q.cs, pathLocal)
 			if v == 0 || base == 0 {
 				b.WriteString(" | |")
 				continue
 			}
-			fmt.Fprintf(&b, " %s | %s |", fmtWall(v), ratio(v, base))
-			rep.Metric(q.cs, p.name, 1, "query_only_us", v)
+			fmt.Fprintf(b, " %s | %s |", fmtWall(v), ratio(v, base))
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
-	rep.Intro = b.String()
+}
 
-	// Tiers per path: the last run's client counters, and medians of the
-	// figures over runs in metrics.csv.
+// sqlTiers is the section on where each path's client read its pages:
+// the last run's client counters, and medians of the figures over runs
+// in metrics.csv.
+func sqlTiers(rep *Report, queries []sqlQuery, results sqlResults) string {
 	allSplits := map[string]*tierSplit{}
 	var t strings.Builder
 	t.WriteString("What each path's client read, and from where (the last run; client.Stats). Pages read are SQLite's page-cache misses, through the VFS.\n\n")
@@ -266,7 +309,7 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 	t.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, q := range queries {
 		for _, p := range sqlPaths {
-			rs := results[key{q.cs, p.name}]
+			rs := results[sqlKey{q.cs, p.name}]
 			if len(rs) == 0 {
 				continue
 			}
@@ -307,30 +350,12 @@ func (sqlSuite) Run(ctx context.Context, r *Runner) error {
 	t.WriteString("\nThe client's own summary, last run:\n\n")
 	for _, q := range queries {
 		for _, p := range sqlPaths[1:] {
-			if rs := results[key{q.cs, p.name}]; len(rs) > 0 {
+			if rs := results[sqlKey{q.cs, p.name}]; len(rs) > 0 {
 				fmt.Fprintf(&t, "- %s, %s: %s\n", q.cs, p.name, rs[len(rs)-1].stats)
 			}
 		}
 	}
-	rep.Section("Where the pages came from", t.String())
-
-	var fetched []float64
-	var cold []float64
-	for _, q := range queries {
-		for _, res := range results[key{q.cs, pathCold}] {
-			fetched = append(fetched, float64(res.fetched.Milliseconds()))
-			cold = append(cold, float64(res.took.Milliseconds()))
-		}
-	}
-	if len(fetched) > 0 {
-		rep.Env.Set("cold service's download", "the appendix file (%s) was on the service's disk a median %.0f ms after the service started (cold queries took a median %.0f ms)",
-			humanize.IBytes(uint64(ds.imp.AppendixBytes)), median(fetched), median(cold))
-	}
-	rep.Notef("The emulated store adds a round trip to every request but no bandwidth limit, so a cold service downloads the whole appendix file (%s) within about one round trip and local disk time: "+
-		"the cold path is optimistic next to S3, where a download of that size takes longer and more of a cold query reads through from the store.", humanize.IBytes(uint64(ds.imp.AppendixBytes)))
-	rep.Notef("Every path opens a new client and SQLite connection per query and run, so nothing is in the client's memory or SQLite's page cache at the start; the local file and the service's downloaded file are in the OS page cache (the file was just written).")
-	rep.Notef("The warm path still reads the manifest from the store (one round trip of %s) before the service can be asked for the root: a new `chunkd sql` process pays it too.", rtt)
-	return nil
+	return t.String()
 }
 
 // runSQLQuery opens the database with open and runs q (for point lookups,
