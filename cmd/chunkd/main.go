@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -42,6 +43,7 @@ func commands(stdout, stderr io.Writer) []command {
 		&sqlCommand{stdout: stdout, stderr: stderr},
 		&tablefileCommand{stdout: stdout, stderr: stderr},
 		&benchCommand{stdout: stdout, stderr: stderr},
+		&versionCommand{stdout: stdout, stderr: stderr},
 	}
 }
 
@@ -67,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range cmds {
 		if c.Name() != args[0] {
@@ -107,7 +112,8 @@ func printUsage(w io.Writer, cmds []command) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.Name(), c.Synopsis())
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'chunkd COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'chunkd COMMAND -h' for a command's flags. Every command takes")
+	fmt.Fprintln(w, "--log-format text|json and --log-level debug|info|warn|error.")
 }
 
 // newFlags makes a command's flag set with a usage text.
@@ -118,7 +124,35 @@ func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprintf(stderr, "Usage: chunkd %s\n", usage)
 		fs.PrintDefaults()
 	}
+	fs.String("log-format", "text", "log format on stderr: text or json")
+	fs.String("log-level", "info", "log level: debug, info, warn or error")
 	return fs
+}
+
+// setupLogging makes the logger that --log-format and --log-level of fs
+// ask for the default, on fs's output: the command's messages, the
+// service's and the client's all go through it.
+func setupLogging(fs *flag.FlagSet) error {
+	format, level := fs.Lookup("log-format"), fs.Lookup("log-level")
+	if format == nil || level == nil {
+		return nil
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level.Value.String())); err != nil {
+		return usagef("--log-level must be debug, info, warn or error, not %q", level.Value.String())
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
+	switch format.Value.String() {
+	case "text":
+		h = slog.NewTextHandler(fs.Output(), opts)
+	case "json":
+		h = slog.NewJSONHandler(fs.Output(), opts)
+	default:
+		return usagef("--log-format must be text or json, not %q", format.Value.String())
+	}
+	slog.SetDefault(slog.New(h))
+	return nil
 }
 
 // parseFlags parses args, flags and positional arguments in any order
@@ -145,5 +179,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
-	return fs.Parse(append([]string{"--"}, positional...))
+	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
+		return err
+	}
+	return setupLogging(fs)
 }

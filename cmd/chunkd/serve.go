@@ -58,7 +58,6 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	storeTimeout := fs.Duration("store-timeout", 10*time.Second, "deadline for one read from the object store, and the longest a download waits for its next bytes")
 	manifestTTL := fs.Duration("manifest-ttl", 5*time.Second, "how stale a manifest may be before a miss re-reads it")
 	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	var sec secureFlags
 	sec.add(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -85,11 +84,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *downloads < 1 {
 		return usagef("--downloads must be at least 1")
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usagef("bad --log-level %q", *logLevel)
-	}
-	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.Default()
 
 	tlsCfg, authz, err := sec.setup(log)
 	if err != nil {
@@ -101,7 +96,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric())
 	cache, err := server.New(server.Config{
 		Store: st, CacheDir: *cacheDir,
 		MemBytes: int64(mem), DiskBytes: int64(disk), NoFsync: !*fsync, Miss: policy,
@@ -181,4 +176,16 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("server stopped unexpectedly")
 	}
 	return err
+}
+
+// buildInfoMetric is chunkd_build_info: 1, labelled with what the binary
+// was built from (see chunkd version).
+func buildInfoMetric() prometheus.Collector {
+	b := readBuild()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "chunkd_build_info",
+		Help: "Always 1; the labels say what the running binary was built from.",
+	}, []string{"version", "commit", "goversion", "sqlite"})
+	g.WithLabelValues(b.version, b.commit, b.goVersion, b.sqlite).Set(1)
+	return g
 }
