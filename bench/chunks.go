@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,20 +32,16 @@ import (
 	_ "github.com/chunkd/chunkd/store/folder" // the data sets' stores
 )
 
-func init() { Register(chunksSuite{}) }
-
-// chunksSuite measures GetChunk per path, from the floor (a bare HTTP
-// server) to a read-through miss, with the service in this process.
-type chunksSuite struct{}
-
-func (chunksSuite) Name() string { return "chunks" }
-func (chunksSuite) Synopsis() string {
-	return "GetChunk latency and throughput per path: bare HTTP, memory hit, disk hit, read-through miss, store direct"
+func init() {
+	Register(suite{name: "chunks", run: runChunks,
+		synopsis: "GetChunk latency and throughput per path: bare HTTP, memory hit, disk hit, read-through miss, store direct"})
 }
 
 const chunksDB = "bench"
 
-func (chunksSuite) Run(ctx context.Context, r *Runner) error {
+// runChunks measures GetChunk per path, from the floor (a bare HTTP
+// server) to a read-through miss, with the service in this process.
+func runChunks(ctx context.Context, r *Runner) error {
 	cfg := r.Config
 	rep := r.Report
 	rep.Baseline = "bare-http"
@@ -52,14 +49,7 @@ func (chunksSuite) Run(ctx context.Context, r *Runner) error {
 	if len(sizes) == 0 {
 		sizes = pick(cfg.Scale, []int{4 << 10}, []int{16 << 10}, []int{4 << 10, 16 << 10, 64 << 10})
 	}
-	clients := cfg.Clients
-	if len(clients) == 0 {
-		clients = pick(cfg.Scale, []int{1, 4}, []int{1, 4, 16}, []int{1, 2, 4, 8, 16, 32, 64})
-	}
-	rtt := cfg.RTT
-	if rtt <= 0 {
-		rtt = 30 * time.Millisecond
-	}
+	clients := cfg.clients([]int{1, 4}, []int{1, 4, 16}, []int{1, 2, 4, 8, 16, 32, 64})
 	apis := []string{"http"}
 	switch cfg.API {
 	case "", "http":
@@ -86,7 +76,7 @@ func (chunksSuite) Run(ctx context.Context, r *Runner) error {
 		"- `grpc-*`: the same service paths over gRPC (with `--api grpc` or `both`).\n\n" +
 		"Multipliers are against `bare-http` at the same client count."
 	rep.Env.Set("service", "in-process: server.New with net/http on 127.0.0.1:0 and gRPC on 127.0.0.1:0; the clients run in the same process, so clients and service share the %d cores", rep.Env.Cores)
-	rep.Env.Set("store", "local folder (file://) under %s; the miss and store-direct paths read it through %s", r.WorkDir, storeEmulation(rtt, cfg.Bandwidth))
+	rep.Env.Set("store", "local folder (file://) under %s; the miss and store-direct paths read it through %s", r.WorkDir, storeEmulation(cfg.rtt(), cfg.Bandwidth))
 	rep.Env.Set("fsync", "%v (the service fsyncs downloaded files before serving them; reads never fsync)", onOff(cfg.Fsync))
 	rep.Env.Set("timing", "per case and run: warm-up %s, then %s; runs interleave paths and client counts, so drift hits all paths alike", load.Warmup, describeLoad(load))
 	rep.Env.Set("chunk sizes", "%s (random half, zeros half: about 2:1 under snappy)", sizeList(sizes))
@@ -94,7 +84,7 @@ func (chunksSuite) Run(ctx context.Context, r *Runner) error {
 
 	var failed []string
 	for _, size := range sizes {
-		if err := runChunksSize(ctx, r, size, clients, apis, rtt, load); err != nil {
+		if err := runChunksSize(ctx, r, size, clients, apis, load); err != nil {
 			if ctx.Err() != nil {
 				return err
 			}
@@ -261,105 +251,103 @@ type chunkPath struct {
 	op   Op
 }
 
-func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis []string, rtt time.Duration, load Load) error {
-	cfg := r.Config
-	rep := r.Report
-	cs := sizeName(size)
-	maxClients := 1
-	for _, c := range clients {
-		maxClients = max(maxClients, c)
+// runChunksSize measures every path with chunks of size bytes.
+func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis []string, load Load) error {
+	rig := &chunksRig{cs: sizeName(size), size: size}
+	defer rig.close(r.Config)
+	if err := rig.prepare(ctx, r, max(1, slices.Max(clients))); err != nil {
+		return err
 	}
-	n := pick(cfg.Scale, 200, min(2000, max(256, (64<<20)/size)), min(2000, max(256, (64<<20)/size)))
-	dir := filepath.Join(r.WorkDir, "chunks-"+cs)
-	os.RemoveAll(dir)
-	defer os.RemoveAll(dir)
-	st, err := store.Open(ctx, filepath.Join(dir, "store"))
+	paths := rig.paths(apis)
+	m, err := measureChunks(ctx, r, rig, paths, clients, load)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	r.Logf("chunks %s: writing a table file of %d chunks", cs, n)
-	db, err := testdb.Make(ctx, st, chunksDB, testdb.Options{Files: 1, Chunks: n, ChunkSize: size, Seed: int64(size)})
+	m.report(r.Report, rig, paths, clients, apis)
+	if len(m.failed) == len(paths)*len(clients) {
+		var errs []error
+		for k, err := range m.failed {
+			errs = append(errs, fmt.Errorf("%s/%d: %w", k.path, k.clients, err))
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// chunksRig is what one chunk size is measured on: a table file in a
+// folder store; three in-process services over it, the first holding
+// every chunk in memory, the second the file on disk and no memory tier,
+// the third reading every chunk through from the store with an emulated
+// round trip; the file's index over that store, for store-direct; and a
+// bare HTTP server.
+type chunksRig struct {
+	cs   string // the case: the size's name
+	size int
+	n    int // chunks
+
+	dir     string // scratch: the store
+	st      store.Store
+	slow    store.Store // st with the emulated round trip
+	file    testdb.File
+	svcs    []*inproc // memory, disk, miss
+	cc      *chunkClient
+	tf      *tablefile.Table // store-direct's index, over slow
+	bare    *http.Server
+	bareURL string
+}
+
+// prepare writes the data set, starts the services and warms them up,
+// opens the file's index for store-direct and starts the bare server.
+func (rig *chunksRig) prepare(ctx context.Context, r *Runner, maxClients int) error {
+	cfg, rep, cs, size := r.Config, r.Report, rig.cs, rig.size
+	rig.n = pick(cfg.Scale, 200, min(2000, max(256, (64<<20)/size)), min(2000, max(256, (64<<20)/size)))
+	rig.dir = filepath.Join(r.WorkDir, "chunks-"+cs)
+	os.RemoveAll(rig.dir)
+	var err error
+	if rig.st, err = store.Open(ctx, filepath.Join(rig.dir, "store")); err != nil {
+		return err
+	}
+	r.Logf("chunks %s: writing a table file of %d chunks", cs, rig.n)
+	db, err := testdb.Make(ctx, rig.st, chunksDB, testdb.Options{Files: 1, Chunks: rig.n, ChunkSize: size, Seed: int64(size)})
 	if err != nil {
 		return err
 	}
-	addrs := db.Files[0].Addrs
-	rep.Env.Set("data set ("+cs+")", "1 table file, %d chunks of %s, %s stored (%s of chunks)", n, cs,
-		humanize.IBytes(uint64(db.Files[0].Size)), humanize.IBytes(uint64(n*size)))
+	rig.file = db.Files[0]
+	rep.Env.Set("data set ("+cs+")", "1 table file, %d chunks of %s, %s stored (%s of chunks)", rig.n, cs,
+		humanize.IBytes(uint64(rig.file.Size)), humanize.IBytes(uint64(rig.n*size)))
 	db.Chunks = nil // the addresses are all the suite needs
 
-	slow := store.WithLatency(st, rtt, cfg.Bandwidth)
-	memBytes := int64(n)*int64(size+64)*2 + 32<<20
-	base := server.Config{Store: st, NoFsync: !cfg.Fsync}
-	mk := func(name string, c server.Config) (*inproc, error) {
-		c.CacheDir = filepath.Join(cfg.CacheDir, "chunkd-bench-chunks-"+cs+"-"+name)
-		os.RemoveAll(c.CacheDir)
-		return startInproc(name, c)
-	}
+	rig.slow = store.WithLatency(rig.st, cfg.rtt(), cfg.Bandwidth)
+	memBytes := int64(rig.n)*int64(size+64)*2 + 32<<20
+	base := server.Config{Store: rig.st, NoFsync: !cfg.Fsync}
 	memCfg, diskCfg, missCfg := base, base, base
 	memCfg.MemBytes = memBytes
 	diskCfg.MemBytes = 1 // nothing fits: every chunk is read from the file
 	missCfg.MemBytes = 1
-	missCfg.Store = stalledDownloads{slow, map[string]bool{db.Files[0].Key: true}}
-	var svcs []*inproc
-	defer func() {
-		for _, s := range svcs {
-			s.close()
-			if !cfg.Keep {
-				os.RemoveAll(filepath.Join(cfg.CacheDir, "chunkd-bench-chunks-"+cs+"-"+s.name))
-			}
-		}
-	}()
+	missCfg.Store = stalledDownloads{rig.slow, map[string]bool{rig.file.Key: true}}
 	for _, x := range []struct {
 		name string
 		c    server.Config
 	}{{"memory", memCfg}, {"disk", diskCfg}, {"miss", missCfg}} {
-		s, err := mk(x.name, x.c)
+		x.c.CacheDir = rig.cacheDir(cfg, x.name)
+		os.RemoveAll(x.c.CacheDir)
+		s, err := startInproc(x.name, x.c)
 		if err != nil {
 			return err
 		}
-		svcs = append(svcs, s)
+		rig.svcs = append(rig.svcs, s)
 	}
-	memSvc, diskSvc, missSvc := svcs[0], svcs[1], svcs[2]
 	rep.Env.Set("cache sizes ("+cs+")", "memory path: --mem %s (every chunk fits); disk and miss paths: no memory tier (--mem 1 byte); disk 10 GiB", humanize.IBytes(uint64(memBytes)))
-
-	cc := newChunkClient(maxClients, size)
-	defer cc.hc.CloseIdleConnections()
-	prep := cc // the same client warms the services up
-	url := func(s *inproc, a addr.Addr) string { return s.url + api.ChunkPath(chunksDB, a) }
-
-	// Warm up: the memory service downloads the file and then holds every
-	// chunk; the disk service has the file; the miss service has loaded
-	// the index (a few round trips) and its download is stalled.
-	r.Logf("chunks %s: preparing the services (downloads, memory tier, index over the %s store)", cs, rtt)
-	for _, s := range []*inproc{memSvc, diskSvc} {
-		if _, err := prep.get(ctx, 0, url(s, addrs[0])); err != nil {
-			return fmt.Errorf("%s service: %w", s.name, err)
-		}
-		if err := s.waitCached(ctx, chunksDB, 2*time.Minute); err != nil {
-			return err
-		}
+	rig.cc = newChunkClient(maxClients, size)
+	r.Logf("chunks %s: preparing the services (downloads, memory tier, index over the %s store)", cs, cfg.rtt())
+	if err := rig.warm(ctx); err != nil {
+		return err
 	}
-	for pass := 0; pass < 2; pass++ {
-		for _, a := range addrs {
-			if _, err := prep.get(ctx, 0, url(memSvc, a)); err != nil {
-				return fmt.Errorf("memory service: %w", err)
-			}
-		}
-	}
-	if tier, err := prep.get(ctx, 0, url(missSvc, addrs[0])); err != nil {
-		return fmt.Errorf("miss service: %w", err)
-	} else if tier != api.TierStore.String() {
-		return fmt.Errorf("miss service answered from %s, not the store", tier)
-	}
-	tf, err := tablefile.Open(store.ReaderAt(ctx, slow, db.Files[0].Key), db.Files[0].Size, &tablefile.Options{Tail: 64 << 10})
-	if err != nil {
+	if rig.tf, err = tablefile.Open(store.ReaderAt(ctx, rig.slow, rig.file.Key), rig.file.Size, &tablefile.Options{Tail: 64 << 10}); err != nil {
 		return fmt.Errorf("store-direct: open index: %w", err)
 	}
-
-	// The paths.
 	payload := bytes.Repeat([]byte{7}, size)
-	bare := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	rig.bare = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", api.ContentTypeBinary)
 		h.Set("Content-Length", fmt.Sprint(size))
@@ -369,21 +357,83 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 	if err != nil {
 		return err
 	}
-	go bare.Serve(bl)
-	defer bare.Close()
-	bareURL := "http://" + bl.Addr().String() + "/chunk"
+	go rig.bare.Serve(bl)
+	rig.bareURL = "http://" + bl.Addr().String() + "/chunk"
+	return nil
+}
 
-	// Addresses in a shuffled order, cycled through by all clients: random,
-	// and a chunk comes back only after every other one (so the disk and
-	// miss paths, whose memory tier is one byte, never see a chunk the
-	// memory tier has not yet let go of).
-	perm := append([]addr.Addr(nil), addrs...)
+func (rig *chunksRig) cacheDir(cfg Config, svc string) string {
+	return filepath.Join(cfg.CacheDir, "chunkd-bench-chunks-"+rig.cs+"-"+svc)
+}
+
+// url is the address of chunk a on service s.
+func (rig *chunksRig) url(s *inproc, a addr.Addr) string { return s.url + api.ChunkPath(chunksDB, a) }
+
+// warm makes the services ready: the memory service downloads the file
+// and then holds every chunk; the disk service has the file; the miss
+// service has loaded the index (a few round trips) and its download is
+// stalled.
+func (rig *chunksRig) warm(ctx context.Context) error {
+	memSvc, diskSvc, missSvc := rig.svcs[0], rig.svcs[1], rig.svcs[2]
+	addrs := rig.file.Addrs
+	for _, s := range []*inproc{memSvc, diskSvc} {
+		if _, err := rig.cc.get(ctx, 0, rig.url(s, addrs[0])); err != nil {
+			return fmt.Errorf("%s service: %w", s.name, err)
+		}
+		if err := s.waitCached(ctx, chunksDB, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, a := range addrs {
+			if _, err := rig.cc.get(ctx, 0, rig.url(memSvc, a)); err != nil {
+				return fmt.Errorf("memory service: %w", err)
+			}
+		}
+	}
+	if tier, err := rig.cc.get(ctx, 0, rig.url(missSvc, addrs[0])); err != nil {
+		return fmt.Errorf("miss service: %w", err)
+	} else if tier != api.TierStore.String() {
+		return fmt.Errorf("miss service answered from %s, not the store", tier)
+	}
+	return nil
+}
+
+func (rig *chunksRig) close(cfg Config) {
+	if rig.bare != nil {
+		rig.bare.Close()
+	}
+	if rig.cc != nil {
+		rig.cc.hc.CloseIdleConnections()
+	}
+	for _, s := range rig.svcs {
+		s.close()
+		if !cfg.Keep {
+			os.RemoveAll(rig.cacheDir(cfg, s.name))
+		}
+	}
+	if rig.st != nil {
+		rig.st.Close()
+	}
+	if rig.dir != "" {
+		os.RemoveAll(rig.dir)
+	}
+}
+
+// paths are bare-http, each service over each API, and store-direct.
+// They read the file's addresses in a shuffled order, cycled through by
+// all clients: random, and a chunk comes back only after every other one
+// (so the disk and miss paths, whose memory tier is one byte, never see
+// a chunk the memory tier has not yet let go of).
+func (rig *chunksRig) paths(apis []string) []chunkPath {
+	size, cc := rig.size, rig.cc
+	perm := append([]addr.Addr(nil), rig.file.Addrs...)
 	rand.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 	var seq atomic.Uint64
 	pickAddr := func(*rand.Rand) addr.Addr { return perm[seq.Add(1)%uint64(len(perm))] }
 	httpOp := func(s *inproc, want api.Tier) Op {
 		return func(ctx context.Context, w int, rng *rand.Rand) error {
-			tier, err := cc.get(ctx, w, url(s, pickAddr(rng)))
+			tier, err := cc.get(ctx, w, rig.url(s, pickAddr(rng)))
 			if err != nil {
 				return err
 			}
@@ -410,25 +460,23 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 		}
 	}
 	paths := []chunkPath{{name: "bare-http", op: func(ctx context.Context, w int, rng *rand.Rand) error {
-		_, err := cc.get(ctx, w, bareURL)
+		_, err := cc.get(ctx, w, rig.bareURL)
 		return err
 	}}}
 	for _, a := range apis {
-		for _, x := range []struct {
-			svc  *inproc
-			tier api.Tier
-		}{{memSvc, api.TierMemory}, {diskSvc, api.TierDisk}, {missSvc, api.TierStore}} {
-			p := chunkPath{name: a + "-" + x.svc.name, svc: x.svc}
+		for i, tier := range []api.Tier{api.TierMemory, api.TierDisk, api.TierStore} {
+			svc := rig.svcs[i]
+			p := chunkPath{name: a + "-" + svc.name, svc: svc}
 			if a == "http" {
-				p.op = httpOp(x.svc, x.tier)
+				p.op = httpOp(svc, tier)
 			} else {
-				p.op = grpcOp(x.svc, x.tier)
+				p.op = grpcOp(svc, tier)
 			}
 			paths = append(paths, p)
 		}
 	}
-	paths = append(paths, chunkPath{name: "store-direct", op: func(ctx context.Context, w int, rng *rand.Rand) error {
-		data, err := tf.Get(pickAddr(rng))
+	return append(paths, chunkPath{name: "store-direct", op: func(ctx context.Context, w int, rng *rand.Rand) error {
+		data, err := rig.tf.Get(pickAddr(rng))
 		if err != nil {
 			return err
 		}
@@ -437,22 +485,34 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 		}
 		return nil
 	}})
+}
 
-	// Measure: runs outermost, so each path's runs are spread over time.
-	type key struct {
-		path    string
-		clients int
-	}
-	stats := map[key][]Stats{}
-	syscr := map[key][]float64{}     // read syscalls of this process per op, per run
-	rchar := map[key][]float64{}     // bytes those calls returned per op, per run
-	diskReads := map[key][]float64{} // the service's own count, per disk-served chunk
-	failed := map[key]error{}
+// chunkKey names a path with a client count.
+type chunkKey struct {
+	path    string
+	clients int
+}
+
+// chunkRuns is what measureChunks measured, per path and client count.
+type chunkRuns struct {
+	stats     map[chunkKey][]Stats
+	syscr     map[chunkKey][]float64 // read syscalls of this process per op, per run
+	rchar     map[chunkKey][]float64 // bytes those calls returned per op, per run
+	diskReads map[chunkKey][]float64 // the service's own count, per disk-served chunk
+	failed    map[chunkKey]error
+}
+
+// measureChunks drives every path with every client count, runs
+// outermost, so each path's runs are spread over time.
+func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunkPath, clients []int, load Load) (*chunkRuns, error) {
+	cfg, rep, cs := r.Config, r.Report, rig.cs
+	m := &chunkRuns{stats: map[chunkKey][]Stats{}, syscr: map[chunkKey][]float64{}, rchar: map[chunkKey][]float64{},
+		diskReads: map[chunkKey][]float64{}, failed: map[chunkKey]error{}}
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, c := range clients {
 			for _, p := range paths {
-				k := key{p.name, c}
-				if failed[k] != nil {
+				k := chunkKey{p.name, c}
+				if m.failed[k] != nil {
 					continue
 				}
 				var before, after promSamples
@@ -462,35 +522,35 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 				l.Clients = c
 				l.Mark = func() {
 					if p.svc != nil {
-						before, _ = scrapeMetrics(ctx, cc.hc, p.svc.url+"/metrics")
+						before, _ = scrapeMetrics(ctx, rig.cc.hc, p.svc.url+"/metrics")
 					}
 					io0, ioErr = readProcIO("self")
 				}
 				s, err := Drive(ctx, l, p.op)
 				if err != nil {
 					if ctx.Err() != nil {
-						return ctx.Err()
+						return nil, ctx.Err()
 					}
-					failed[k] = err
+					m.failed[k] = err
 					rep.Notef("%s %s with %d clients failed in run %d: %v", cs, p.name, c, run, err)
 					continue
 				}
 				io1, ioErr1 := readProcIO("self")
 				if p.svc != nil {
-					after, _ = scrapeMetrics(ctx, cc.hc, p.svc.url+"/metrics")
+					after, _ = scrapeMetrics(ctx, rig.cc.hc, p.svc.url+"/metrics")
 					if before != nil && after != nil {
 						p.svc.tiers.add(after, before)
 						if d := after.hits()["disk"] - before.hits()["disk"]; d > 0 {
-							diskReads[k] = append(diskReads[k], (after.diskReads()-before.diskReads())/d)
+							m.diskReads[k] = append(m.diskReads[k], (after.diskReads()-before.diskReads())/d)
 						}
 					}
 				}
 				st := s.Stats()
 				if ioErr == nil && ioErr1 == nil && st.Count > 0 {
-					syscr[k] = append(syscr[k], float64(io1.sub(io0).Syscr)/float64(st.Count))
-					rchar[k] = append(rchar[k], float64(io1.sub(io0).Rchar)/float64(st.Count))
+					m.syscr[k] = append(m.syscr[k], float64(io1.sub(io0).Syscr)/float64(st.Count))
+					m.rchar[k] = append(m.rchar[k], float64(io1.sub(io0).Rchar)/float64(st.Count))
 				}
-				stats[k] = append(stats[k], st)
+				m.stats[k] = append(m.stats[k], st)
 				if c == clients[0] {
 					rep.Samples(cs, p.name, c, s.Lat)
 				}
@@ -499,16 +559,22 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 			}
 		}
 	}
+	return m, nil
+}
+
+// report adds the results, the disk reads per disk-served chunk, and the
+// services' hit ratios.
+func (m *chunkRuns) report(rep *Report, rig *chunksRig, paths []chunkPath, clients []int, apis []string) {
+	cs := rig.cs
 	for _, p := range paths {
 		for _, c := range clients {
-			k := key{p.name, c}
-			if len(stats[k]) > 0 {
-				rep.Add(Summarize("chunks", cs, p.name, c, stats[k]))
+			if st := m.stats[chunkKey{p.name, c}]; len(st) > 0 {
+				rep.Add(Summarize("chunks", cs, p.name, c, st))
 			}
 		}
 	}
 
-	avgRecord := float64(tf.DataEnd()) / float64(n)
+	avgRecord := float64(rig.tf.DataEnd()) / float64(rig.n)
 	// Disk reads per disk-served chunk: what the disk path adds to the
 	// memory path's read syscalls (socket reads of client and service).
 	var b strings.Builder
@@ -521,25 +587,26 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 	rows := 0
 	for _, a := range apis {
 		for _, c := range clients {
-			m, d := syscr[key{a + "-memory", c}], syscr[key{a + "-disk", c}]
-			if len(m) == 0 || len(d) == 0 {
+			mem, disk := chunkKey{a + "-memory", c}, chunkKey{a + "-disk", c}
+			ms, ds := m.syscr[mem], m.syscr[disk]
+			if len(ms) == 0 || len(ds) == 0 {
 				continue
 			}
 			var diffs, bytesRatio []float64
-			for i := 0; i < min(len(m), len(d)); i++ {
-				diffs = append(diffs, d[i]-m[i])
+			for i := 0; i < min(len(ms), len(ds)); i++ {
+				diffs = append(diffs, ds[i]-ms[i])
 			}
-			mb, db := rchar[key{a + "-memory", c}], rchar[key{a + "-disk", c}]
+			mb, db := m.rchar[mem], m.rchar[disk]
 			for i := 0; i < min(len(mb), len(db)); i++ {
 				bytesRatio = append(bytesRatio, (db[i]-mb[i])/avgRecord)
 			}
-			own := median(diskReads[key{a + "-disk", c}])
-			fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | **%.2f** | %.2f | %.2f |\n", a, c, median(m), median(d), median(diffs), median(bytesRatio), own)
-			rep.Metric(cs, a+"-disk", c, "file_bytes_per_disk_chunk_over_record", median(bytesRatio))
-			rep.Metric(cs, a+"-disk", c, "disk_reads_per_disk_chunk", median(diffs))
-			rep.Metric(cs, a+"-disk", c, "service_disk_reads_per_disk_chunk", own)
-			rep.Metric(cs, a+"-memory", c, "syscr_per_request", median(m))
-			rep.Metric(cs, a+"-disk", c, "syscr_per_request", median(d))
+			own := median(m.diskReads[disk])
+			fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | **%.2f** | %.2f | %.2f |\n", a, c, median(ms), median(ds), median(diffs), median(bytesRatio), own)
+			rep.Metric(cs, disk.path, c, "file_bytes_per_disk_chunk_over_record", median(bytesRatio))
+			rep.Metric(cs, disk.path, c, "disk_reads_per_disk_chunk", median(diffs))
+			rep.Metric(cs, disk.path, c, "service_disk_reads_per_disk_chunk", own)
+			rep.Metric(cs, mem.path, c, "syscr_per_request", median(ms))
+			rep.Metric(cs, disk.path, c, "syscr_per_request", median(ds))
 			rows++
 		}
 	}
@@ -547,7 +614,7 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 		rep.Section("Disk reads per disk-served chunk ("+cs+")", b.String())
 	}
 	var hr []string
-	for _, s := range svcs {
+	for _, s := range rig.svcs {
 		hr = append(hr, s.name+" service: "+s.tiers.String())
 		for _, t := range tiers {
 			if n := s.tiers.total(); n > 0 {
@@ -556,14 +623,4 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 		}
 	}
 	rep.Env.Set("hit ratios per tier ("+cs+")", "%s (measured phases, from each service's /metrics)", strings.Join(hr, "; "))
-	if len(failed) > 0 {
-		var errs []error
-		for k, err := range failed {
-			errs = append(errs, fmt.Errorf("%s/%d: %w", k.path, k.clients, err))
-		}
-		if len(failed) == len(paths)*len(clients) {
-			return errors.Join(errs...)
-		}
-	}
-	return nil
 }
