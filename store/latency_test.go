@@ -189,6 +189,17 @@ func TestRedact(t *testing.T) {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
 	}
+	for in, want := range map[string]string{
+		"s3://b/p?endpoint=http://x&access_key=ak&secret_key=sk": "secret_key",
+		"s3://b?session_token=tok&region=r":                      "session_token",
+		"s3://user:pass@b/p?token=t":                             "password token",
+		"s3://b/p?access_key=ak&secret_key=":                     "",
+		"/plain/path":                                            "",
+	} {
+		if got := strings.Join(store.Secrets(in), " "); got != want {
+			t.Errorf("Secrets(%q) = %q, want %q", in, got, want)
+		}
+	}
 	_, err := store.Open(context.Background(), "nosuch://b?secret_key=hunter2")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("Open of an unknown scheme: %v; want an error without the secret", err)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -135,6 +136,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	return WithLatency(s, rtt, bw), nil
 }
 
+// secretParams are the query parameters that hold secrets.
+var secretParams = []string{"secret_key", "session_token", "password", "token"}
+
 // Redact returns a store URL fit for logs: the password of its user
 // information and the values of query parameters that hold secrets
 // (secret_key, session_token, password, token) are replaced by "xxxxx".
@@ -147,16 +151,34 @@ func Redact(rawURL string) string {
 		parts := strings.Split(u.RawQuery, "&")
 		for i, p := range parts {
 			k, _, ok := strings.Cut(p, "=")
-			switch k {
-			case "secret_key", "session_token", "password", "token":
-				if ok {
-					parts[i] = k + "=xxxxx"
-				}
+			if ok && slices.Contains(secretParams, k) {
+				parts[i] = k + "=xxxxx"
 			}
 		}
 		u.RawQuery = strings.Join(parts, "&")
 	}
 	return u.Redacted()
+}
+
+// Secrets names the secrets a store URL holds: "password" for one in its
+// user information, and each secret query parameter that has a value.
+// Redact hides the same ones.
+func Secrets(rawURL string) []string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return nil
+	}
+	var names []string
+	if _, ok := u.User.Password(); ok {
+		names = append(names, "password")
+	}
+	q := u.Query()
+	for _, k := range secretParams {
+		if q.Get(k) != "" {
+			names = append(names, k)
+		}
+	}
+	return names
 }
 
 // CheckKey returns an error wrapping ErrBadKey if key is not a clean relative key.

@@ -182,5 +182,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
 		return err
 	}
-	return setupLogging(fs)
+	if err := setupLogging(fs); err != nil {
+		return err
+	}
+	warnURLSecrets(fs)
+	return nil
 }

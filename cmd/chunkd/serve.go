@@ -44,7 +44,7 @@ func (s *sizeFlag) Set(v string) error {
 }
 
 func (c *serveCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlags("serve", "serve --store URL --cache-dir DIR [flags]", c.stderr)
+	fs := newFlags("serve", "serve --store URL --cache-dir DIR [flags]\n\nEvery flag can also come from the environment (CHUNKD_ and its name in\ncapitals, - as _: CHUNKD_CACHE_DIR) or from --config FILE; a flag wins over\nthe environment, which wins over the file.\n", c.stderr)
 	storeURL := fs.String("store", "", "object store URL: a folder path, file:///path or s3://bucket/prefix?endpoint=... (required)")
 	cacheDir := fs.String("cache-dir", "", "directory for cached table files (required)")
 	listen := fs.String("listen", "127.0.0.1:9460", "HTTP address (API, /metrics, /healthz, /readyz)")
@@ -60,11 +60,23 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
 	var sec secureFlags
 	sec.add(fs)
+	configFile := fs.String("config", "", "read settings from this YAML file (keys are flag names; default $CHUNKD_CONFIG); flags and CHUNKD_* variables win over it")
+	printConfig := fs.Bool("print-config", false, "print every setting and where it came from (flag, env, file, default), then exit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
+	}
+	layers, err := applyLayers(fs, *configFile)
+	if err != nil {
+		return err
+	}
+	if err := setupLogging(fs); err != nil { // --log-* may have come from the environment or the file
+		return err
+	}
+	if *printConfig {
+		return layers.print(c.stdout, fs, "serve")
 	}
 	if *storeURL == "" || *cacheDir == "" {
 		return usagef("--store and --cache-dir are required")

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var configLine = regexp.MustCompile(`^([a-z-]+): (.*?)\s+# (.+)$`)
+
+// printConfig runs serve --print-config and returns each setting's value
+// and source.
+func printConfig(t *testing.T, env []string, args ...string) (values, sources map[string]string) {
+	t.Helper()
+	out, errOut, err := chunkdEnv(t, env, append([]string{"serve", "--print-config"}, args...)...)
+	if err != nil {
+		t.Fatalf("serve --print-config: %v\n%s", err, errOut)
+	}
+	values, sources = map[string]string{}, map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := configLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("print-config line %q", line)
+		}
+		values[m[1]], sources[m[1]] = strings.Trim(m[2], `"`), m[3]
+	}
+	return values, sources
+}
+
+// TestServeConfigLayers: every serve flag can come from the environment
+// and from the config file, and a flag beats the environment, which beats
+// the file, which beats the default.
+func TestServeConfigLayers(t *testing.T) {
+	defaults, sources := printConfig(t, nil)
+	if len(defaults) < 15 {
+		t.Fatalf("only %d settings printed", len(defaults))
+	}
+	var env []string
+	var file strings.Builder
+	for name, v := range defaults {
+		if sources[name] != "default" {
+			t.Errorf("%s: source %q with nothing set", name, sources[name])
+		}
+		env = append(env, envName(name)+"="+v)
+		fmt.Fprintf(&file, "%s: %q\n", strings.ReplaceAll(name, "-", "_"), v)
+	}
+	_, fromEnv := printConfig(t, env)
+	cfg := filepath.Join(t.TempDir(), "chunkd.yaml")
+	if err := os.WriteFile(cfg, []byte(file.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, fromFile := printConfig(t, nil, "--config", cfg)
+	for name := range defaults {
+		if fromEnv[name] != "env "+envName(name) {
+			t.Errorf("%s from %s: source %q", name, envName(name), fromEnv[name])
+		}
+		if fromFile[name] != "file" {
+			t.Errorf("%s from the file: source %q", name, fromFile[name])
+		}
+	}
+
+	// Precedence, one setting at each layer.
+	if err := os.WriteFile(cfg, []byte("mem: 64MiB\ndisk: 2GiB\ndownloads: 5\nstore: /from/file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	values, sources := printConfig(t, []string{"CHUNKD_DISK=3GiB", "CHUNKD_DOWNLOADS=6", "CHUNKD_CONFIG=" + cfg}, "--downloads", "7")
+	for name, want := range map[string][2]string{
+		"mem":       {"64 MiB", "file"},
+		"disk":      {"3.0 GiB", "env CHUNKD_DISK"},
+		"downloads": {"7", "flag"},
+		"store":     {"/from/file", "file"},
+		"listen":    {"127.0.0.1:9460", "default"},
+	} {
+		if values[name] != want[0] || sources[name] != want[1] {
+			t.Errorf("%s = %q from %q, want %q from %q", name, values[name], sources[name], want[0], want[1])
+		}
+	}
+}
+
+func TestServeConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	n := 0
+	write := func(text string) string {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("c%d.yaml", n))
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--config", write("mem: 1GiB\ncache-dri: /x\n")}, `c1.yaml:2: unknown setting "cache-dri"`},
+		{nil, []string{"--config", write("listen: [a, b]\n")}, "listen: want a single value"},
+		{nil, []string{"--config", write("mem: lots\n")}, `config file ` + dir + `/c3.yaml: mem: "lots": bad size`},
+		{[]string{"CHUNKD_DOWNLOADS=many"}, nil, `CHUNKD_DOWNLOADS="many"`},
+		{nil, []string{"--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml: no such file"},
+	} {
+		_, errOut, err := chunkdEnv(t, tc.env, append([]string{"serve", "--print-config"}, tc.args...)...)
+		if err == nil || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v %v: %v %q, want an error with %q", tc.env, tc.args, err, errOut, tc.want)
+		}
+	}
+}
+
+// TestStoreSecretWarning: a secret in a --store URL on the command line
+// is warned about; the same URL from the environment is not.
+func TestStoreSecretWarning(t *testing.T) {
+	url := "s3://bucket/p?endpoint=http://127.0.0.1:1&access_key=ak&secret_key=hunter2"
+	_, errOut, _ := chunkd(t, "serve", "--print-config", "--store", url)
+	if !strings.Contains(errOut, "holds a secret (secret_key)") || strings.Contains(errOut, "hunter2") {
+		t.Fatalf("secret on the command line: %q", errOut)
+	}
+	out, errOut, err := chunkdEnv(t, []string{"CHUNKD_STORE=" + url}, "serve", "--print-config")
+	if err != nil || strings.Contains(errOut, "holds a secret") {
+		t.Fatalf("secret from the environment: %v %q", err, errOut)
+	}
+	if strings.Contains(out, "hunter2") || !strings.Contains(out, "secret_key=xxxxx") {
+		t.Fatalf("print-config shows the secret: %s", out)
+	}
+}
