@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,17 +25,9 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-func init() { Register(bigdataSuite{}) }
-
-// bigdataSuite is YugabyteDB's uncached random-read test at our scale: a
-// data set several times the service's memory, uniform random reads from
-// many clients, and the question whether each read costs exactly one disk
-// read (index and bloom filter always in memory).
-type bigdataSuite struct{}
-
-func (bigdataSuite) Name() string { return "bigdata" }
-func (bigdataSuite) Synopsis() string {
-	return "uniform random reads of a data set several times the service's memory: ops/s, latency, disk reads per read (goal 1.00)"
+func init() {
+	Register(suite{name: "bigdata", run: runBigdata,
+		synopsis: "uniform random reads of a data set several times the service's memory: ops/s, latency, disk reads per read (goal 1.00)"})
 }
 
 const bigdataDB = "bigdata"
@@ -48,38 +41,33 @@ type bigdataRun struct {
 	gcs       float64    // garbage collections
 }
 
-func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
+// runBigdata is YugabyteDB's uncached random-read test at our scale: a
+// data set several times the service's memory, uniform random reads from
+// many clients, and the question whether each read costs exactly one disk
+// read (index and bloom filter always in memory).
+func runBigdata(ctx context.Context, r *Runner) error {
 	cfg := r.Config
 	rep := r.Report
 	rep.Baseline = "memory"
-	data := cfg.DataBytes
-	if data <= 0 {
-		data = pick[int64](cfg.Scale, 24<<20, 512<<20, 8<<30)
+	rig := &bigdataRig{chunkSize: 16 << 10, data: cfg.DataBytes, mem: cfg.MemBytes, limit: cfg.CgroupMem}
+	if rig.data <= 0 {
+		rig.data = pick[int64](cfg.Scale, 24<<20, 512<<20, 8<<30)
 	}
-	mem := cfg.MemBytes
-	if mem <= 0 {
-		mem = pick[int64](cfg.Scale, 4<<20, 64<<20, 1<<30)
+	if rig.mem <= 0 {
+		rig.mem = pick[int64](cfg.Scale, 4<<20, 64<<20, 1<<30)
 	}
-	chunkSize := 16 << 10
 	if len(cfg.Sizes) > 0 {
-		chunkSize = cfg.Sizes[0]
+		rig.chunkSize = cfg.Sizes[0]
 	}
-	fileBytes := pick[int64](cfg.Scale, 8<<20, 64<<20, 256<<20)
-	clients := cfg.Clients
-	if len(clients) == 0 {
-		clients = pick(cfg.Scale, []int{1, 8}, []int{1, 32}, []int{1, 16, 64, 128})
+	if rig.limit <= 0 {
+		rig.limit = 2*rig.mem + 64<<20 // Go's heap runs to about twice the live data
 	}
-	limit := cfg.CgroupMem
-	if limit <= 0 {
-		limit = 2*mem + 64<<20 // Go's heap runs to about twice the live data
-	}
+	clients := cfg.clients([]int{1, 8}, []int{1, 32}, []int{1, 16, 64, 128})
 	load := Load{
 		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 100*time.Millisecond, time.Second, 5*time.Second)),
 		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 300*time.Millisecond, 4*time.Second, 20*time.Second)),
 		Count:    cfg.Count,
 	}
-	baseLoad := Load{Warmup: load.Warmup / 2, Duration: max(load.Duration/4, 100*time.Millisecond)}
-	initialWarmup := pick(cfg.Scale, 300*time.Millisecond, 5*time.Second, 60*time.Second)
 
 	rep.Intro = fmt.Sprintf("YugabyteDB's uncached random-read test at our scale: a data set of %s of table files (%s of chunks) "+
 		"served by a `chunkd serve` process given %s of memory for chunks, so most reads cannot be memory hits; "+
@@ -90,27 +78,59 @@ func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
 		"**Disk reads per read** = (read syscalls of the service process during `uniform`, from /proc/PID/io syscr, minus `memory`'s syscr per request × requests) / chunks the service served from disk; "+
 		"the headline figure uses batches of 64 addresses per request, which dilute the socket reads (see below). "+
 		"Device bytes per read comes from read_bytes, the bytes the block layer really fetched for the process.",
-		humanize.IBytes(uint64(data)), "about "+humanize.IBytes(uint64(data*2)), humanize.IBytes(uint64(mem)))
+		humanize.IBytes(uint64(rig.data)), "about "+humanize.IBytes(uint64(rig.data*2)), humanize.IBytes(uint64(rig.mem)))
 
+	defer rig.close(r)
+	if err := rig.prepare(ctx, r, max(1, slices.Max(clients))); err != nil {
+		return err
+	}
+	m, err := rig.measure(ctx, r, clients, load)
+	if err != nil {
+		return err
+	}
+	rig.report(rep, m, clients)
+	return nil
+}
+
+// bigdataRig is a data set in a folder store and a service over it, in a
+// cgroup where one can be made, that has downloaded all of it.
+type bigdataRig struct {
+	chunkSize int
+	data      int64 // table-file bytes in the data set
+	mem       int64 // the service's --mem
+	limit     int64 // its cgroup's memory limit
+
+	ds       *dataset
+	all      []addr.Addr // every chunk
+	cacheDir string      // the service's
+	cg       *cgroup     // nil for none
+	svc      *child
+	cc       *chunkClient
+}
+
+// prepare writes (or finds) the data set, starts the service, has it
+// download every file, and drops the files from the page cache.
+func (rig *bigdataRig) prepare(ctx context.Context, r *Runner, maxClients int) error {
+	cfg, rep := r.Config, r.Report
 	// Disk space: the store's copy and the cache's copy, on one file
 	// system or two.
 	storeDir := filepath.Join(r.WorkDir, "store")
-	cacheDir := filepath.Join(cfg.CacheDir, "chunkd-bench-bigdata")
-	storeNeed, cacheNeed := data+data/16+64<<20, data+data/16+64<<20
-	if ds, err := loadDataset(storeDir); err == nil && ds.Target == data {
+	rig.cacheDir = filepath.Join(cfg.CacheDir, "chunkd-bench-bigdata")
+	storeNeed, cacheNeed := rig.data+rig.data/16+64<<20, rig.data+rig.data/16+64<<20
+	if ds, err := loadDataset(storeDir); err == nil && ds.Target == rig.data {
 		storeNeed = 64 << 20
 	}
 	if err := checkSpace(r.WorkDir, storeNeed, cfg.CacheDir, cacheNeed); err != nil {
 		return fmt.Errorf("bigdata: %w", err)
 	}
 
-	ds, err := makeDataset(ctx, r, storeDir, bigdataDB, data, chunkSize, fileBytes)
+	ds, err := makeDataset(ctx, r, storeDir, bigdataDB, rig.data, rig.chunkSize, pick[int64](cfg.Scale, 8<<20, 64<<20, 256<<20))
 	if err != nil {
 		return err
 	}
-	all := ds.all()
+	rig.ds, rig.all = ds, ds.all()
 	rep.Env.Set("data set", "%d table files, %d chunks of %s (half random, about 2:1 under snappy): %s stored, %s of chunks; %s",
-		len(ds.Files), ds.Chunks, sizeName(chunkSize), humanize.IBytes(uint64(ds.StoredBytes)), humanize.IBytes(uint64(ds.DecodedBytes)),
+		len(ds.Files), ds.Chunks, sizeName(rig.chunkSize), humanize.IBytes(uint64(ds.StoredBytes)), humanize.IBytes(uint64(ds.DecodedBytes)),
 		map[bool]string{true: "reused from an earlier run", false: "written for this run"}[ds.Reused])
 	rep.Env.Set("store", "local folder (file://) %s, no emulated latency (it only feeds the downloads)", storeDir)
 	rep.Env.Set("fsync", "%s (the service fsyncs downloaded files before serving them)", onOff(cfg.Fsync))
@@ -120,205 +140,163 @@ func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
 		return err
 	}
 	rep.Env.Set("service", "child process `%s serve` (%s); clients in the bench process, over loopback HTTP/1.1 keep-alive", binary, how)
-
-	var cg *cgroup
-	var env []string
-	if cfg.NoCgroup {
-		rep.Notef("--no-cgroup: the service's memory was bounded by --mem only; the page cache could hold the whole data set, so device reads (read_bytes) may be near zero and latencies those of page-cache reads.")
-		rep.Env.Set("memory limit", "--mem %s only (no cgroup: --no-cgroup)", humanize.IBytes(uint64(mem)))
-	} else if cg, err = newCgroup(fmt.Sprintf("chunkd-bench-%d", os.Getpid()), limit); err != nil {
-		rep.Notef("No cgroup memory limit could be set (%v): the service's memory was bounded by --mem only; the page cache could hold the whole data set, so device reads (read_bytes) may be near zero and latencies those of page-cache reads.", err)
-		rep.Env.Set("memory limit", "--mem %s only (no writable cgroup: %v)", humanize.IBytes(uint64(mem)), err)
-		cg = nil
-	} else {
-		defer cg.remove()
-		gomem := limit - limit/8
-		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(gomem, 10))
-		rep.Env.Set("memory limit", "--mem %s in a %s (page cache included), GOMEMLIMIT=%s",
-			humanize.IBytes(uint64(mem)), cg.describe(), humanize.IBytes(uint64(gomem)))
-	}
-	if !cfg.Keep {
-		defer os.RemoveAll(cacheDir)
-	}
-	args := []string{"serve", "--store", storeDir, "--cache-dir", cacheDir, "--listen", "127.0.0.1:0", "--grpc-listen", "",
-		"--mem", strconv.FormatInt(mem, 10), "--disk", strconv.FormatInt(2*ds.StoredBytes+1<<30, 10),
+	env := rig.limitMemory(r)
+	disk := 2*ds.StoredBytes + 1<<30
+	args := []string{"serve", "--store", storeDir, "--cache-dir", rig.cacheDir, "--listen", "127.0.0.1:0", "--grpc-listen", "",
+		"--mem", strconv.FormatInt(rig.mem, 10), "--disk", strconv.FormatInt(disk, 10),
 		"--fsync=" + strconv.FormatBool(cfg.Fsync), "--log-level", "info"}
 	r.Logf("bigdata: starting %s", shellQuote(append([]string{binary}, args...)))
-	svc, err := startChild(ctx, binary, args, env, cg)
-	if err != nil {
+	if rig.svc, err = startChild(ctx, binary, args, env, rig.cg); err != nil {
 		return err
 	}
-	defer func() {
-		if err := svc.stop(); err != nil {
-			rep.Notef("The service did not stop cleanly: %v", err)
-		}
-	}()
-	rep.Env.Set("cache sizes", "--mem %s (memory tier, decoded chunks), --disk %s", humanize.IBytes(uint64(mem)), humanize.IBytes(uint64(2*ds.StoredBytes+1<<30)))
-	maxClients := 1
-	for _, c := range clients {
-		maxClients = max(maxClients, c)
-	}
-	cc := newChunkClient(maxClients, chunkSize)
-	defer cc.hc.CloseIdleConnections()
-	if err := waitReady(ctx, cc.hc, svc.url+"/readyz", 30*time.Second); err != nil {
+	rep.Env.Set("cache sizes", "--mem %s (memory tier, decoded chunks), --disk %s", humanize.IBytes(uint64(rig.mem)), humanize.IBytes(uint64(disk)))
+	rig.cc = newChunkClient(maxClients, rig.chunkSize)
+	if err := waitReady(ctx, rig.cc.hc, rig.svc.url+"/readyz", 30*time.Second); err != nil {
 		return err
 	}
 
 	// Download every file: ask for one chunk of each, then wait.
 	start := time.Now()
 	for i := range ds.Files {
-		if _, err := cc.get(ctx, 0, svc.url+api.ChunkPath(bigdataDB, ds.addrs[i][0])); err != nil {
-			return fmt.Errorf("first read of file %d: %w:\n%s", i, err, svc.tail(10))
+		if _, err := rig.get(ctx, 0, ds.addrs[i][0]); err != nil {
+			return fmt.Errorf("first read of file %d: %w:\n%s", i, err, rig.svc.tail(10))
 		}
 	}
-	if err := waitDownloaded(ctx, r, cc.hc, svc, ds.StoredBytes); err != nil {
+	if err := waitDownloaded(ctx, r, rig.cc.hc, rig.svc, ds.StoredBytes); err != nil {
 		return err
 	}
 	rep.Env.Set("download", "%d files downloaded by the service in %s before measuring", len(ds.Files), time.Since(start).Round(time.Millisecond))
 	// Start cold: drop the cached files from the page cache.
 	dropped := 0
-	filepath.WalkDir(cacheDir, func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(rig.cacheDir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() && dropCache(p) == nil {
 			dropped++
 		}
 		return nil
 	})
 	rep.Env.Set("page cache", "the %d cached files' pages dropped (posix_fadvise DONTNEED) before the first read", dropped)
+	return nil
+}
 
+// limitMemory puts the service in a cgroup with the memory limit, unless
+// Config.NoCgroup or none can be made (the report says which), and
+// returns the service's environment.
+func (rig *bigdataRig) limitMemory(r *Runner) (env []string) {
+	rep, mem := r.Report, humanize.IBytes(uint64(rig.mem))
+	if r.Config.NoCgroup {
+		rep.Notef("--no-cgroup: the service's memory was bounded by --mem only; the page cache could hold the whole data set, so device reads (read_bytes) may be near zero and latencies those of page-cache reads.")
+		rep.Env.Set("memory limit", "--mem %s only (no cgroup: --no-cgroup)", mem)
+		return nil
+	}
+	cg, err := newCgroup(fmt.Sprintf("chunkd-bench-%d", os.Getpid()), rig.limit)
+	if err != nil {
+		rep.Notef("No cgroup memory limit could be set (%v): the service's memory was bounded by --mem only; the page cache could hold the whole data set, so device reads (read_bytes) may be near zero and latencies those of page-cache reads.", err)
+		rep.Env.Set("memory limit", "--mem %s only (no writable cgroup: %v)", mem, err)
+		return nil
+	}
+	rig.cg = cg
+	gomem := rig.limit - rig.limit/8
+	rep.Env.Set("memory limit", "--mem %s in a %s (page cache included), GOMEMLIMIT=%s", mem, cg.describe(), humanize.IBytes(uint64(gomem)))
+	return []string{"GOMEMLIMIT=" + strconv.FormatInt(gomem, 10)}
+}
+
+func (rig *bigdataRig) close(r *Runner) {
+	if rig.cc != nil {
+		rig.cc.hc.CloseIdleConnections()
+	}
+	if rig.svc != nil {
+		if err := rig.svc.stop(); err != nil {
+			r.Report.Notef("The service did not stop cleanly: %v", err)
+		}
+	}
+	if rig.cacheDir != "" && !r.Config.Keep {
+		os.RemoveAll(rig.cacheDir)
+	}
+	if rig.cg != nil {
+		rig.cg.remove()
+	}
+}
+
+// get reads chunk a from the service into worker w's buffer, and returns
+// the tier that served it.
+func (rig *bigdataRig) get(ctx context.Context, w int, a addr.Addr) (string, error) {
+	return rig.cc.get(ctx, w, rig.svc.url+api.ChunkPath(bigdataDB, a))
+}
+
+// bigdataRuns is what measure measured.
+type bigdataRuns struct {
+	cs       string
+	runs     map[chunkKey][]bigdataRun // memory and uniform, per client count
+	batches  [][2]bigdataRun           // per run: memory, uniform
+	batchDur time.Duration             // of a batched phase
+	allTiers tierCounts                // over the uniform phases
+	hot      []addr.Addr               // the memory baseline's chunks
+	hotTiers [4]atomic.Int64           // where they were served from, by tiers
+}
+
+// batchSize is the chunks per request of the batched phases.
+const batchSize = 64
+
+// measure runs, per run: for each client count, the memory baseline on
+// the hot set and the uniform reads; then the batched pair.
+func (rig *bigdataRig) measure(ctx context.Context, r *Runner, clients []int, load Load) (*bigdataRuns, error) {
+	cfg := r.Config
+	all, svc := rig.all, rig.svc
+	m := &bigdataRuns{cs: "uniform-" + sizeName(rig.chunkSize), runs: map[chunkKey][]bigdataRun{}, allTiers: tierCounts{},
+		batchDur: pick(cfg.Scale, 300*time.Millisecond, 2*time.Second, 5*time.Second),
+		hot:      all[:min(len(all), max(16, int(rig.mem/4/int64(rig.chunkSize))))]}
 	uniform := func(ctx context.Context, w int, rng *rand.Rand) error {
-		a := all[rng.IntN(len(all))]
-		_, err := cc.get(ctx, w, svc.url+api.ChunkPath(bigdataDB, a))
+		_, err := rig.get(ctx, w, all[rng.IntN(len(all))])
 		return err
 	}
-	hot := all[:min(len(all), max(16, int(mem/4/int64(chunkSize))))]
-	var hotTiers [4]atomic.Int64
 	memoryOp := func(ctx context.Context, w int, rng *rand.Rand) error {
-		a := hot[rng.IntN(len(hot))]
-		tier, err := cc.get(ctx, w, svc.url+api.ChunkPath(bigdataDB, a))
+		tier, err := rig.get(ctx, w, m.hot[rng.IntN(len(m.hot))])
 		if err == nil {
 			for i, t := range tiers {
 				if t == tier {
-					hotTiers[i].Add(1)
+					m.hotTiers[i].Add(1)
 				}
 			}
 		}
 		return err
 	}
+	maxClients := max(1, slices.Max(clients))
+	initialWarmup := pick(cfg.Scale, 300*time.Millisecond, 5*time.Second, 60*time.Second)
 	r.Logf("bigdata: initial warm-up: %s of uniform reads with %d clients", initialWarmup, maxClients)
 	if _, err := Drive(ctx, Load{Clients: maxClients, Duration: initialWarmup}, uniform); err != nil {
-		return fmt.Errorf("warm-up: %w:\n%s", err, svc.tail(10))
+		return nil, fmt.Errorf("warm-up: %w:\n%s", err, svc.tail(10))
 	}
 
-	measure := func(l Load, op Op) (bigdataRun, []time.Duration, error) {
-		var b0 promSamples
-		var io0 procIO
-		var e0 error
-		l.Mark = func() {
-			b0, e0 = scrapeMetrics(ctx, cc.hc, svc.url+"/metrics")
-			if e0 == nil {
-				io0, e0 = readProcIO(svc.pid)
-			}
-		}
-		s, err := Drive(ctx, l, op)
-		if err != nil {
-			return bigdataRun{}, nil, err
-		}
-		if e0 != nil {
-			return bigdataRun{}, nil, e0
-		}
-		io1, err := readProcIO(svc.pid)
-		if err != nil {
-			return bigdataRun{}, nil, err
-		}
-		b1, err := scrapeMetrics(ctx, cc.hc, svc.url+"/metrics")
-		if err != nil {
-			return bigdataRun{}, nil, err
-		}
-		t := tierCounts{}
-		t.add(b1, b0)
-		return bigdataRun{stats: s.Stats(), io: io1.sub(io0), tiers: t, diskReads: b1.diskReads() - b0.diskReads(),
-			gcs: b1["go_gc_duration_seconds_count"] - b0["go_gc_duration_seconds_count"]}, s.Lat, nil
-	}
-
-	type key struct {
-		path    string
-		clients int
-	}
-	runs := map[key][]bigdataRun{}
-	allTiers := tierCounts{}
-	var batchRuns [][2]bigdataRun // memory, uniform
-	const batchSize = 64
-	batchDuration := pick(cfg.Scale, 300*time.Millisecond, 2*time.Second, 5*time.Second)
-	batchOp := func(set []addr.Addr) Op {
-		return func(ctx context.Context, w int, rng *rand.Rand) error {
-			batch := make([]addr.Addr, batchSize)
-			for i := range batch {
-				batch[i] = set[rng.IntN(len(set))]
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, svc.url+api.ChunksPath(bigdataDB), bytes.NewReader(api.EncodeAddresses(batch)))
-			if err != nil {
-				return err
-			}
-			req.Header.Set("Content-Type", api.ContentTypeBinary)
-			resp, err := cc.hc.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return api.ReadError(resp)
-			}
-			fr := api.NewFrameReader(resp.Body)
-			n := 0
-			for {
-				f, err := fr.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return err
-				}
-				if !f.Found || len(f.Data) != chunkSize {
-					return fmt.Errorf("batch frame %d: found %v, %d bytes", f.Index, f.Found, len(f.Data))
-				}
-				n++
-			}
-			if n != batchSize {
-				return fmt.Errorf("batch: %d frames for %d addresses", n, batchSize)
-			}
-			return nil
-		}
-	}
+	baseLoad := Load{Warmup: load.Warmup / 2, Duration: max(load.Duration/4, 100*time.Millisecond)}
 	var lat1, mlat1 []time.Duration
-	cs := "uniform-" + sizeName(chunkSize)
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, c := range clients {
 			// The memory baseline: warm the hot set, then measure it.
-			for _, a := range hot {
-				if _, err := cc.get(ctx, 0, svc.url+api.ChunkPath(bigdataDB, a)); err != nil {
-					return err
+			for _, a := range m.hot {
+				if _, err := rig.get(ctx, 0, a); err != nil {
+					return nil, err
 				}
 			}
 			bl := baseLoad
 			bl.Clients = c
-			mr, msamples, err := measure(bl, memoryOp)
+			mr, msamples, err := rig.phase(ctx, bl, memoryOp)
 			if err != nil {
-				return fmt.Errorf("memory baseline: %w:\n%s", err, svc.tail(10))
+				return nil, fmt.Errorf("memory baseline: %w:\n%s", err, svc.tail(10))
 			}
-			runs[key{"memory", c}] = append(runs[key{"memory", c}], mr)
+			m.runs[chunkKey{"memory", c}] = append(m.runs[chunkKey{"memory", c}], mr)
 			ul := load
 			ul.Clients = c
-			ur, samples, err := measure(ul, uniform)
+			ur, samples, err := rig.phase(ctx, ul, uniform)
 			if err != nil {
-				return fmt.Errorf("uniform reads: %w:\n%s", err, svc.tail(10))
+				return nil, fmt.Errorf("uniform reads: %w:\n%s", err, svc.tail(10))
 			}
 			if c == clients[0] {
 				lat1 = append(lat1, samples...)
 				mlat1 = append(mlat1, msamples...)
 			}
-			runs[key{"uniform", c}] = append(runs[key{"uniform", c}], ur)
+			m.runs[chunkKey{"uniform", c}] = append(m.runs[chunkKey{"uniform", c}], ur)
 			for _, t := range tiers {
-				allTiers[t] += ur.tiers[t]
+				m.allTiers[t] += ur.tiers[t]
 			}
 			base := float64(mr.io.Syscr) / float64(max(1, mr.stats.Count))
 			d := ur.tiers["disk"] + ur.tiers["partial"]
@@ -326,40 +304,157 @@ func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
 				run, cfg.Runs, c, fmtRate(ur.stats.Throughput), fmtUS(us(ur.stats.Mean)), fmtUS(us(ur.stats.P99)),
 				(float64(ur.io.Syscr)-base*float64(ur.stats.Count))/math.Max(d, 1), ur.tiers)
 			if exited, werr := svc.exited(); exited {
-				return fmt.Errorf("the service exited (%v):\n%s", werr, svc.tail(20))
+				return nil, fmt.Errorf("the service exited (%v):\n%s", werr, svc.tail(20))
 			}
 		}
 		// Batched accounting: one client asking for 64 random chunks per
 		// request, so the socket reads (which vary by one or two per
 		// request with timing) are spread over some 60 disk reads.
-		pl := Load{Clients: 1, Duration: batchDuration}
-		pm, _, err := measure(pl, batchOp(hot))
+		pl := Load{Clients: 1, Duration: m.batchDur}
+		pm, _, err := rig.phase(ctx, pl, rig.batchOp(m.hot))
 		if err != nil {
-			return fmt.Errorf("batched memory baseline: %w", err)
+			return nil, fmt.Errorf("batched memory baseline: %w", err)
 		}
-		pu, _, err := measure(pl, batchOp(all))
+		pu, _, err := rig.phase(ctx, pl, rig.batchOp(all))
 		if err != nil {
-			return fmt.Errorf("batched uniform reads: %w", err)
+			return nil, fmt.Errorf("batched uniform reads: %w", err)
 		}
-		batchRuns = append(batchRuns, [2]bigdataRun{pm, pu})
+		m.batches = append(m.batches, [2]bigdataRun{pm, pu})
 		r.Logf("bigdata: run %d/%d batched, 1 client, %d chunks per request: %.3f disk reads per disk-served read", run, cfg.Runs, batchSize, batchPerDisk(pm, pu))
 	}
-	rep.Samples(cs, "memory", clients[0], mlat1)
-	rep.Samples(cs, "uniform", clients[0], lat1)
+	r.Report.Samples(m.cs, "memory", clients[0], mlat1)
+	r.Report.Samples(m.cs, "uniform", clients[0], lat1)
+	return m, nil
+}
+
+// phase drives l with op and returns its figures with the service's
+// counters over the measured part: its read syscalls and bytes, the
+// tiers that served the chunks, its own count of disk reads, and its
+// garbage collections.
+func (rig *bigdataRig) phase(ctx context.Context, l Load, op Op) (bigdataRun, []time.Duration, error) {
+	svc, hc := rig.svc, rig.cc.hc
+	var b0 promSamples
+	var io0 procIO
+	var e0 error
+	l.Mark = func() {
+		b0, e0 = scrapeMetrics(ctx, hc, svc.url+"/metrics")
+		if e0 == nil {
+			io0, e0 = readProcIO(svc.pid)
+		}
+	}
+	s, err := Drive(ctx, l, op)
+	if err != nil {
+		return bigdataRun{}, nil, err
+	}
+	if e0 != nil {
+		return bigdataRun{}, nil, e0
+	}
+	io1, err := readProcIO(svc.pid)
+	if err != nil {
+		return bigdataRun{}, nil, err
+	}
+	b1, err := scrapeMetrics(ctx, hc, svc.url+"/metrics")
+	if err != nil {
+		return bigdataRun{}, nil, err
+	}
+	t := tierCounts{}
+	t.add(b1, b0)
+	return bigdataRun{stats: s.Stats(), io: io1.sub(io0), tiers: t, diskReads: b1.diskReads() - b0.diskReads(),
+		gcs: b1["go_gc_duration_seconds_count"] - b0["go_gc_duration_seconds_count"]}, s.Lat, nil
+}
+
+// batchOp asks for batchSize random chunks of set in one request (POST
+// to the batch path) and checks every frame.
+func (rig *bigdataRig) batchOp(set []addr.Addr) Op {
+	return func(ctx context.Context, w int, rng *rand.Rand) error {
+		batch := make([]addr.Addr, batchSize)
+		for i := range batch {
+			batch[i] = set[rng.IntN(len(set))]
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rig.svc.url+api.ChunksPath(bigdataDB), bytes.NewReader(api.EncodeAddresses(batch)))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", api.ContentTypeBinary)
+		resp, err := rig.cc.hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return api.ReadError(resp)
+		}
+		fr := api.NewFrameReader(resp.Body)
+		n := 0
+		for {
+			f, err := fr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if !f.Found || len(f.Data) != rig.chunkSize {
+				return fmt.Errorf("batch frame %d: found %v, %d bytes", f.Index, f.Found, len(f.Data))
+			}
+			n++
+		}
+		if n != batchSize {
+			return fmt.Errorf("batch: %d frames for %d addresses", n, batchSize)
+		}
+		return nil
+	}
+}
+
+// report adds the results, the section on disk reads per read (the
+// batched headline, then the table per client count) and the service's
+// hit ratios and memory.
+func (rig *bigdataRig) report(rep *Report, m *bigdataRuns, clients []int) {
+	cs := m.cs
 	for _, p := range []string{"memory", "uniform"} {
 		for _, c := range clients {
 			var st []Stats
-			for _, x := range runs[key{p, c}] {
+			for _, x := range m.runs[chunkKey{p, c}] {
 				st = append(st, x.stats)
 			}
 			rep.Add(Summarize("bigdata", cs, p, c, st))
 		}
 	}
 
-	avgStored := float64(ds.RecordBytes) / float64(ds.Chunks) // a chunk's record in its file
+	avgStored := float64(rig.ds.RecordBytes) / float64(rig.ds.Chunks) // a chunk's record in its file
 	var b strings.Builder
+	m.batched(&b, rep, avgStored)
+	m.perClients(&b, rep, clients, avgStored)
+	var hotTotal, hotMem int64
+	for i := range m.hotTiers {
+		hotTotal += m.hotTiers[i].Load()
+	}
+	hotMem = m.hotTiers[0].Load()
+	if hotTotal > 0 {
+		fmt.Fprintf(&b, "\nThe memory baseline's hot set (%d chunks) was served from memory for %.1f%% of its requests.\n", len(m.hot), float64(hotMem)/float64(hotTotal)*100)
+	}
+	rep.Section("Disk reads per read", b.String())
+	rep.Env.Set("hit ratios per tier", "%s (the uniform phases, from the service's /metrics)", m.allTiers)
+	for _, t := range tiers {
+		if n := m.allTiers.total(); n > 0 {
+			rep.Metric(cs, "uniform", 0, "hit_ratio_"+t, m.allTiers[t]/n)
+		}
+	}
+	if rig.cg != nil {
+		peak, hits := rig.cg.peak(), rig.cg.limitHits()
+		rep.Env.Set("service memory (cgroup)", "peak %s of the %s limit (page cache included); limit reached %d times", humanize.IBytes(uint64(max(peak, 0))), humanize.IBytes(uint64(rig.limit)), hits)
+		rep.Metric(cs, "", 0, "cgroup_peak_bytes", float64(peak))
+	}
+	if rss := childRSS(rig.svc.pid); rss > 0 {
+		rep.Env.Set("service RSS at the end", "%s", humanize.IBytes(uint64(rss)))
+	}
+}
+
+// batched writes the headline: disk reads per disk-served read from the
+// batched phases.
+func (m *bigdataRuns) batched(b *strings.Builder, rep *Report, avgStored float64) {
 	var batchVals, batchBytes, batchDisk []float64
-	for _, p := range batchRuns {
+	for _, p := range m.batches {
 		if v := batchPerDisk(p[0], p[1]); !math.IsNaN(v) {
 			batchVals = append(batchVals, v)
 			d := p[1].tiers["disk"] + p[1].tiers["partial"]
@@ -367,28 +462,35 @@ func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
 			batchBytes = append(batchBytes, (float64(p[1].io.Rchar)-float64(p[0].io.Rchar)/float64(p[0].stats.Count)*float64(p[1].stats.Count))/d/avgStored)
 		}
 	}
-	if len(batchVals) > 0 {
-		fmt.Fprintf(&b, "**Disk reads per disk-served read: %.3f** (goal 1.00; file bytes ÷ record size %.3f; median of %d runs of %s). "+
-			"Measured with one client whose every request is a batch of %d random addresses (POST %s), against a baseline of batches of hot-set addresses that memory serves: "+
-			"the service's read syscalls (/proc/PID/io syscr) less the baseline's per request, over the chunks served from disk. "+
-			"The socket reads, which vary by one or two per request with timing, are spread over %.0f disk reads per request, so this is the syscall count to trust. "+
-			"It goes through the batch path (GetChunks), which merges only adjacent records; random addresses are almost never adjacent.\n\n",
-			median(batchVals), median(batchBytes), len(batchVals), batchDuration, batchSize, api.ChunksPath(bigdataDB), median(batchDisk))
-		rep.Metric(cs, "batched", 1, "disk_reads_per_disk_read", median(batchVals))
-		rep.Metric(cs, "batched", 1, "file_bytes_per_disk_read_over_record", median(batchBytes))
+	if len(batchVals) == 0 {
+		return
 	}
-	fmt.Fprintf(&b, "The YugabyteDB table: for each client count, the uniform reads' throughput and latency, where they were served, and what a read not served from memory cost the service process. Medians over runs.\n\n")
-	fmt.Fprintf(&b, "| clients | ops/s | avg µs | p99 µs | memory hits | disk hits | disk reads per disk-served read (syscr, single GETs) | file bytes per disk-served read ÷ record size (rchar) | service's count | device bytes per disk-served read (read_bytes) | GCs per 1000 reads |\n")
-	fmt.Fprintf(&b, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(b, "**Disk reads per disk-served read: %.3f** (goal 1.00; file bytes ÷ record size %.3f; median of %d runs of %s). "+
+		"Measured with one client whose every request is a batch of %d random addresses (POST %s), against a baseline of batches of hot-set addresses that memory serves: "+
+		"the service's read syscalls (/proc/PID/io syscr) less the baseline's per request, over the chunks served from disk. "+
+		"The socket reads, which vary by one or two per request with timing, are spread over %.0f disk reads per request, so this is the syscall count to trust. "+
+		"It goes through the batch path (GetChunks), which merges only adjacent records; random addresses are almost never adjacent.\n\n",
+		median(batchVals), median(batchBytes), len(batchVals), m.batchDur, batchSize, api.ChunksPath(bigdataDB), median(batchDisk))
+	rep.Metric(m.cs, "batched", 1, "disk_reads_per_disk_read", median(batchVals))
+	rep.Metric(m.cs, "batched", 1, "file_bytes_per_disk_read_over_record", median(batchBytes))
+}
+
+// perClients writes the YugabyteDB table, a row per client count, and
+// what its columns mean.
+func (m *bigdataRuns) perClients(b *strings.Builder, rep *Report, clients []int, avgStored float64) {
+	cs := m.cs
+	fmt.Fprintf(b, "The YugabyteDB table: for each client count, the uniform reads' throughput and latency, where they were served, and what a read not served from memory cost the service process. Medians over runs.\n\n")
+	fmt.Fprintf(b, "| clients | ops/s | avg µs | p99 µs | memory hits | disk hits | disk reads per disk-served read (syscr, single GETs) | file bytes per disk-served read ÷ record size (rchar) | service's count | device bytes per disk-served read (read_bytes) | GCs per 1000 reads |\n")
+	fmt.Fprintf(b, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	var baseParts []string
 	for _, c := range clients {
-		u, m := runs[key{"uniform", c}], runs[key{"memory", c}]
+		u, mr := m.runs[chunkKey{"uniform", c}], m.runs[chunkKey{"memory", c}]
 		var perDisk, byteRatio, own, bytesPer, memPct, diskPct, basePer, perReq, gcs []float64
 		for i := range u {
 			n := float64(max(1, u[i].stats.Count))
-			mn := float64(max(1, m[i].stats.Count))
-			base := float64(m[i].io.Syscr) / mn
-			baseBytes := float64(m[i].io.Rchar) / mn
+			mn := float64(max(1, mr[i].stats.Count))
+			base := float64(mr[i].io.Syscr) / mn
+			baseBytes := float64(mr[i].io.Rchar) / mn
 			d := u[i].tiers["disk"] + u[i].tiers["partial"]
 			served := u[i].tiers.total()
 			extra := float64(u[i].io.Syscr) - base*n
@@ -407,7 +509,7 @@ func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
 			}
 		}
 		res, _ := rep.find(cs, "uniform", c)
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.1f%% | %.1f%% | %s | %s | %s | %s | %.2f |\n", c, fmtRate(res.Throughput), fmtUS(res.MeanUS), fmtUS(res.P99US),
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %.1f%% | %.1f%% | %s | %s | %s | %s | %.2f |\n", c, fmtRate(res.Throughput), fmtUS(res.MeanUS), fmtUS(res.P99US),
 			median(memPct), median(diskPct), fmtOr(perDisk, "%.2f"), fmtOr(byteRatio, "%.2f"), fmtOr(own, "%.2f"), fmtOr(bytesPer, "%.0f"), median(gcs))
 		if len(perDisk) > 0 {
 			rep.Metric(cs, "uniform", c, "disk_reads_per_disk_read", median(perDisk))
@@ -422,38 +524,14 @@ func (bigdataSuite) Run(ctx context.Context, r *Runner) error {
 		rep.Metric(cs, "memory", c, "syscr_per_request", median(basePer))
 		baseParts = append(baseParts, fmt.Sprintf("%.2f with %s", median(basePer), plural(c, "client")))
 	}
-	fmt.Fprintf(&b, "\n- **disk reads per disk-served read (single GETs)**: the service's read syscalls (syscr) during the uniform reads less the memory baseline's per request (%s read syscalls per request), over the chunks served from disk. "+
+	fmt.Fprintf(b, "\n- **disk reads per disk-served read (single GETs)**: the service's read syscalls (syscr) during the uniform reads less the memory baseline's per request (%s read syscalls per request), over the chunks served from disk. "+
 		"It overstates: the socket reads per request are not the same on both paths. Go's HTTP server reads the connection in the background while a handler runs, and a memory hit often finishes before that read is issued, "+
 		"while a disk hit never does; a read that finds no next request yet (EAGAIN) counts too, and how often that happens also depends on timing. So it can be up to about half a read too many at low concurrency; "+
 		"hence the batched figure above.\n", strings.Join(baseParts, ", "))
-	fmt.Fprintf(&b, "- **file bytes ÷ record size**: the bytes the service's reads returned (rchar) less the baseline's per request (a request's bytes on the socket do not vary), "+
+	fmt.Fprintf(b, "- **file bytes ÷ record size**: the bytes the service's reads returned (rchar) less the baseline's per request (a request's bytes on the socket do not vary), "+
 		"over the chunks served from disk, divided by the average record (%.0f bytes): 1.00 means each disk-served chunk read its record and nothing else (no index or bloom filter block).\n", avgStored)
-	fmt.Fprintf(&b, "- **device bytes** (read_bytes) count the pages the block layer fetched: a record of %.0f bytes touches about %.1f pages of 4 KiB, so about %.0f bytes is one read with no readahead; "+
+	fmt.Fprintf(b, "- **device bytes** (read_bytes) count the pages the block layer fetched: a record of %.0f bytes touches about %.1f pages of 4 KiB, so about %.0f bytes is one read with no readahead; "+
 		"much less means the page cache held part of the data set.\n", avgStored, avgStored/4096+1, (avgStored/4096+1)*4096)
-	var hotTotal, hotMem int64
-	for i := range hotTiers {
-		hotTotal += hotTiers[i].Load()
-	}
-	hotMem = hotTiers[0].Load()
-	if hotTotal > 0 {
-		fmt.Fprintf(&b, "\nThe memory baseline's hot set (%d chunks) was served from memory for %.1f%% of its requests.\n", len(hot), float64(hotMem)/float64(hotTotal)*100)
-	}
-	rep.Section("Disk reads per read", b.String())
-	rep.Env.Set("hit ratios per tier", "%s (the uniform phases, from the service's /metrics)", allTiers)
-	for _, t := range tiers {
-		if n := allTiers.total(); n > 0 {
-			rep.Metric(cs, "uniform", 0, "hit_ratio_"+t, allTiers[t]/n)
-		}
-	}
-	if cg != nil {
-		peak, hits := cg.peak(), cg.limitHits()
-		rep.Env.Set("service memory (cgroup)", "peak %s of the %s limit (page cache included); limit reached %d times", humanize.IBytes(uint64(max(peak, 0))), humanize.IBytes(uint64(limit)), hits)
-		rep.Metric(cs, "", 0, "cgroup_peak_bytes", float64(peak))
-	}
-	if rss := childRSS(svc.pid); rss > 0 {
-		rep.Env.Set("service RSS at the end", "%s", humanize.IBytes(uint64(rss)))
-	}
-	return nil
 }
 
 // batchPerDisk is disk reads per disk-served read from a batched pair:
