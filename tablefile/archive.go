@@ -164,6 +164,9 @@ func (t *Table) openArchive(tail []byte) error {
 	if f.metaLen > 0 {
 		t.meta = append([]byte(nil), raw[f.indexLen:]...)
 	}
+	if t.hashIndex {
+		t.setIndexHash(raw, tail[len(tail)-int(f.size):])
+	}
 	t.idx = idx
 	t.arch = newArchive(idx.dicts.ids)
 	return nil
@@ -254,7 +257,7 @@ func (x *archiveIndex) span(id uint32) (uint64, uint32, bool) {
 
 func (x *archiveIndex) entry(i int, a addr.Addr) Entry {
 	off, n, _ := x.span(x.data[i])
-	return Entry{Addr: a, Offset: off, Length: n, Dict: x.dicts.at(i)}
+	return Entry{Addr: a, Offset: off, Length: n, Dict: x.dicts.at(i), Span: x.data[i]}
 }
 
 func (x *archiveIndex) lookup(a addr.Addr) (Entry, bool) {
@@ -310,6 +313,15 @@ func newArchive(ids []uint32) *archive {
 		a.dicts[i].id = id
 	}
 	return a
+}
+
+// ids returns the dictionary span ids the archive was made with.
+func (a *archive) ids() []uint32 {
+	ids := make([]uint32, len(a.dicts))
+	for i := range a.dicts {
+		ids[i] = a.dicts[i].id
+	}
+	return ids
 }
 
 func (a *archive) slot(id uint32) *dictSlot {
@@ -390,6 +402,9 @@ func loadDictionary(t *Table, id uint32) (*dictDecoder, error) {
 	stored := make([]byte, n)
 	if err := readFull(t.r, stored, int64(off)); err != nil {
 		return nil, fmt.Errorf("read dictionary span %d: %w", id, err)
+	}
+	if err := t.checkSpan(id, off, stored, ""); err != nil {
+		return nil, err
 	}
 	plain, err := plainZstd()
 	if err != nil {

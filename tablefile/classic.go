@@ -56,6 +56,9 @@ func (t *Table) openClassic(tail []byte) error {
 		return err
 	}
 	t.idx = idx
+	if t.hashIndex {
+		t.setIndexHash(raw, foot)
+	}
 	return nil
 }
 

@@ -34,6 +34,9 @@ type Entry struct {
 	// Dict is the archive dictionary span the chunk was compressed with;
 	// 0 means the stored bytes are a snappy record with a CRC.
 	Dict uint32
+	// Span is the archive byte span holding the stored bytes (1-based);
+	// 0 in classic files.
+	Span uint32
 }
 
 // End is the offset just past the entry's stored bytes.
@@ -64,6 +67,14 @@ type Options struct {
 	// BloomBitsPerKey sizes the bloom filter; 0 picks the default (12).
 	// Negative disables it.
 	BloomBitsPerKey int
+	// IndexHash makes Open hash the index region (IndexHash), so that
+	// sums computed from another copy of the file can be matched to this
+	// index (View). It costs a SHA-256 of 28 bytes per chunk.
+	IndexHash bool
+	// Sums, from a verified copy of the same file (ComputeSums), make Open
+	// check that the index region is the verified one, and every read
+	// check its stored bytes against them (see Sums).
+	Sums *Sums
 }
 
 // Table is an open table file: its in-memory index and a reader for its
@@ -78,6 +89,11 @@ type Table struct {
 	uncompressed uint64   // classic footer; 0 for archives
 	meta         []byte   // archive metadata JSON
 	arch         *archive // archive-only state (dictionaries); nil for classic
+
+	hashIndex   bool     // hash the index region at Open
+	hashedIndex bool     // indexHash is set
+	indexHash   [32]byte // SHA-256 of the index region
+	sums        *Sums    // checks for every read, when set
 
 	nameOnce sync.Once
 	name     string
@@ -103,7 +119,7 @@ func Open(r io.ReaderAt, size int64, opts *Options) (*Table, error) {
 	if err := readFull(r, tail, size-tailLen); err != nil {
 		return nil, fmt.Errorf("read footer: %w", err)
 	}
-	t := &Table{r: r, size: size}
+	t := &Table{r: r, size: size, hashIndex: o.IndexHash || o.Sums != nil}
 	var err error
 	switch {
 	case string(tail[len(tail)-len(archiveSignature):]) == archiveSignature:
@@ -116,6 +132,12 @@ func Open(r io.ReaderAt, size int64, opts *Options) (*Table, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if o.Sums != nil {
+		if err := t.matchSums(o.Sums); err != nil {
+			return nil, err
+		}
+		t.sums = o.Sums
 	}
 	bits := o.BloomBitsPerKey
 	if bits == 0 {
@@ -236,12 +258,16 @@ func (t *Table) Read(e Entry) ([]byte, error) {
 }
 
 // Decode turns the stored bytes of e (as read from the file at e.Offset)
-// into the chunk. It checks the CRC of snappy records; zstd frames carry
-// their own checks. It does not hash the result: use Verify or addr.Of for
-// that.
+// into the chunk. It checks the CRC of snappy records, and, with sums
+// (Options.Sums, View), the CRC of archive spans; zstd frames alone are
+// checked only as far as zstd checks them. It does not hash the result:
+// use Verify or addr.Of for that.
 func (t *Table) Decode(e Entry, stored []byte) ([]byte, error) {
 	if len(stored) != int(e.Length) {
 		return nil, fmt.Errorf("decode chunk %s: got %d stored bytes, index says %d", e.Addr, len(stored), e.Length)
+	}
+	if err := t.checkSpan(e.Span, e.Offset, stored, e.Addr.String()); err != nil {
+		return nil, err
 	}
 	if e.Dict == 0 {
 		return decodeRecord(e, stored)
