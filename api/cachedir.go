@@ -6,23 +6,30 @@ package api
 // round trip to the service per read.
 //
 //	DIR/chunkd-cache        the layout marker, holding CacheLayout
+//	DIR/lock                held (flock) by the one service using DIR; holds its pid
 //	DIR/tables/<store key>  whole table files, verified before they were put there
+//	DIR/sums/<store key>    each one's sums (tablefile.Sums), written before it
 //	DIR/tmp/                downloads in progress; never read
 //	DIR/dbs/<db>.json       each database's last known table files (the service's own)
 //
 // A file enters tables/ only by a rename after the service has checked its
 // footer and index, every record's CRC-32C (or zstd frame), and that every
-// chunk hashes to its address; it never changes after that. A same-host
-// client therefore checks each record's CRC as it reads (against rot since
-// the download), not the SHA-512 of each chunk, when the marker says so.
+// chunk hashes to its address, and after its sums (a SHA-256 of its index
+// region, a CRC-32C of every archive span) are in sums/; it never changes
+// after that. A same-host client therefore opens a file with its sums
+// (tablefile.Options.Sums) and checks each record's CRC as it reads
+// (against rot since the download), not the SHA-512 of each chunk, when
+// the marker says so; a file without sums is not read.
 const (
 	CacheTablesDir  = "tables"
+	CacheSumsDir    = "sums"
 	CacheTmpDir     = "tmp"
 	CacheDBsDir     = "dbs"
 	CacheLayoutFile = "chunkd-cache"
+	CacheLockFile   = "lock"
 	// CacheLayout is the marker's contents for the layout above. A cache
 	// directory without it (or with other contents) was written by another
 	// version: the service empties its tables/ at startup, and clients
 	// hash every chunk they read from it.
-	CacheLayout = "chunkd cache directory, layout 2: every chunk under tables/ was checked against its address\n"
+	CacheLayout = "chunkd cache directory, layout 3: every chunk under tables/ was checked against its address; sums/ holds each file's sums\n"
 )

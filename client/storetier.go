@@ -137,21 +137,32 @@ func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (
 // Options.LocalDir, if it has one. The service renames a file into its
 // tables/ folder only after verifying it, so a file there is whole; hashed
 // says whether the directory's layout promises that its chunks were
-// checked against their addresses too (api.CacheLayout).
+// checked against their addresses too, and that its sums are beside it
+// (api.CacheLayout): then the copy is opened with its sums, which check
+// its index and every record or archive span it reads, and is not used
+// without them.
 func (s *storeTier) openLocal(name string, hashed bool) *tableset.File[*table] {
+	dir := s.c.opts.LocalDir
 	key, err := s.mdb.TableKey(name)
 	if err != nil {
 		return nil
 	}
 	for _, k := range []string{key, key + manifest.ArchiveSuffix} {
-		f, err := os.Open(filepath.Join(s.c.opts.LocalDir, api.CacheTablesDir, filepath.FromSlash(k)))
+		f, err := os.Open(filepath.Join(dir, api.CacheTablesDir, filepath.FromSlash(k)))
 		if err != nil {
 			continue
 		}
-		st, err := f.Stat()
+		var opts tablefile.Options
+		if hashed {
+			opts.Sums, err = readSums(filepath.Join(dir, api.CacheSumsDir, filepath.FromSlash(k)))
+		}
+		var st os.FileInfo
+		if err == nil {
+			st, err = f.Stat()
+		}
 		if err == nil {
 			var tf *tablefile.Table
-			if tf, err = tablefile.Open(f, st.Size(), nil); err == nil {
+			if tf, err = tablefile.Open(f, st.Size(), &opts); err == nil {
 				s.c.ctr.tablesOpened.Add(1)
 				s.c.addLocal(f)
 				return &tableset.File[*table]{
@@ -165,6 +176,19 @@ func (s *storeTier) openLocal(name string, hashed bool) *tableset.File[*table] {
 		f.Close()
 	}
 	return nil
+}
+
+// readSums reads a cached file's sums (tablefile.Sums).
+func readSums(path string) (*tablefile.Sums, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s tablefile.Sums
+	if err := s.UnmarshalBinary(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &s, nil
 }
 
 // current returns the loaded database, loading it (or waiting for the

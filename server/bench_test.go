@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -71,7 +72,7 @@ func newBenchService(b *testing.B, memBytes int64) *benchService {
 	if _, err := c.GetChunk(ctx, "bench", db.Files[0].Addrs[0]); err != nil {
 		b.Fatal(err)
 	}
-	for c.dbs["bench"].tables[0].download() != nil {
+	for c.dbs["bench"].tables[0].downloading() {
 		time.Sleep(time.Millisecond)
 	}
 	for _, a := range db.Files[0].Addrs {
@@ -117,10 +118,10 @@ func httpGet(c *http.Client, url string, want api.Tier) error {
 		return err
 	}
 	if resp.StatusCode != 200 || n != 16<<10 {
-		return &Error{Code: resp.StatusCode, Msg: "unexpected response"}
+		return fmt.Errorf("unexpected response: %d, %d bytes", resp.StatusCode, n)
 	}
 	if want != 0 && resp.Header.Get(api.HeaderTier) != want.String() {
-		return &Error{Code: 500, Msg: "served from " + resp.Header.Get(api.HeaderTier) + ", want " + want.String()}
+		return fmt.Errorf("served from %s, want %s", resp.Header.Get(api.HeaderTier), want)
 	}
 	return nil
 }
@@ -182,7 +183,7 @@ func BenchmarkGetChunk(b *testing.B) {
 					return err
 				}
 				if !r.Found || api.Tier(r.Tier) != tc.tier {
-					return &Error{Code: 500, Msg: "wrong tier " + api.Tier(r.Tier).String()}
+					return fmt.Errorf("wrong tier %s", api.Tier(r.Tier))
 				}
 				return nil
 			})

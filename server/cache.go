@@ -7,15 +7,28 @@
 // The index and bloom filter of every table file the service knows are
 // kept in memory, so finding which file (and where in it) holds a chunk
 // costs no IO, and a chunk served from disk costs exactly one read.
+//
+// No byte leaves the service, and none enters its memory tier, unless it
+// was proven to hash to its address: bytes from the store and from a
+// download in progress are hashed (SHA-512); bytes from a cached file,
+// every chunk of which was hashed before the file was renamed into the
+// cache, are checked against the file's sums (CRC-32C of the record or
+// archive span, and an index region that hashes to the verified one).
+//
+// The files, one concern each: cache.go (the Cache and its chunk API),
+// memory.go (the memory tier), database.go and state.go (databases, their
+// manifests and saved state), table.go (reads of one table file),
+// download.go (whole-file downloads and their admission), disk.go (the
+// cache directory and its budget), errors.go (error kinds and their
+// statuses), http.go and grpc.go (the APIs), metrics.go, config.go.
+//
+// Lock order, outermost first: Cache.mu, database.mu, table.mu, disk.mu,
+// cachedFile.mu. database.stateMu is taken alone. Counters are atomics.
 package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -24,79 +37,74 @@ import (
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
-	"github.com/maypok86/otter/v2"
 	"golang.org/x/sync/singleflight"
 )
 
-// Cache is the cache service's core, shared by its HTTP and gRPC APIs.
-type Cache struct {
+// env is what databases and tables need of the service, given to them at
+// construction.
+type env struct {
 	cfg     Config
+	store   store.Store
 	log     *slog.Logger
 	metrics *metrics
-	mem     *otter.Cache[addr.Addr, []byte]
+	mem     *memory
 	disk    *disk
+	health  *storeHealth
 
-	ctx    context.Context // canceled by Close: stops downloads
+	ctx context.Context // canceled by Close: stops downloads and loads
+	wg  sync.WaitGroup  // downloads and background loads in flight
+	// dlSlots bounds the downloads running at once (Config.Downloads).
+	dlSlots chan struct{}
+}
+
+// Cache is the cache service's core, shared by its HTTP and gRPC APIs.
+type Cache struct {
+	*env
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // downloads in flight
-	dlSem  chan struct{}
 
 	mu    sync.Mutex
 	dbs   map[string]*database
-	loads singleflight.Group // database loads and manifest refreshes
-
-	// writeAt writes downloads; tests replace it to fill the disk.
-	writeAt func(f *os.File, b []byte, off int64) (int, error)
+	loads singleflight.Group // database loads
 }
 
 // New opens a cache service over cfg.Store, keeping files in cfg.CacheDir.
-// Files a previous run verified are found again without being re-read.
+// Files a previous run verified are found again without being re-read. It
+// fails if another service holds the cache directory.
 func New(cfg Config) (*Cache, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Cache{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		dbs:   make(map[string]*database),
-		dlSem: make(chan struct{}, cfg.Downloads),
-		writeAt: func(f *os.File, b []byte, off int64) (int, error) {
-			return f.WriteAt(b, off)
-		},
+	e := &env{cfg: cfg, log: cfg.Logger, dlSlots: make(chan struct{}, cfg.Downloads), health: &storeHealth{}}
+	e.store = watchedStore{Store: cfg.Store, h: e.health, log: cfg.Logger}
+	c := &Cache{env: e, dbs: make(map[string]*database)}
+	e.ctx, c.cancel = context.WithCancel(context.Background())
+	e.metrics = newMetrics(cfg.Registry)
+	var err error
+	if e.mem, err = newMemory(cfg.MemBytes); err != nil {
+		return nil, err
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.metrics = newMetrics(cfg.Registry)
-	mem, err := otter.New(&otter.Options[addr.Addr, []byte]{
-		MaximumWeight: uint64(cfg.MemBytes),
-		Weigher:       func(_ addr.Addr, v []byte) uint32 { return uint32(len(v)) + memOverhead },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("memory cache: %w", err)
-	}
-	c.mem = mem
 	start := time.Now()
 	var dropped int
-	c.disk, dropped, err = openDisk(cfg.CacheDir, cfg.DiskBytes, !cfg.NoFsync, c.metrics)
+	e.disk, dropped, err = openDisk(cfg.CacheDir, cfg.DiskBytes, !cfg.NoFsync, e.metrics, cfg.hooks)
 	if err != nil {
+		e.mem.close()
 		return nil, err
 	}
 	if dropped > 0 {
-		c.log.Warn("cache directory was written by another chunkd version; removed its table files, which will be downloaded again", "dir", cfg.CacheDir, "files", dropped)
+		c.log.Warn("removed cached table files that were not written by this version's checked commit; they will be downloaded again", "dir", cfg.CacheDir, "files", dropped)
 	}
-	c.log.Info("cache directory loaded", "dir", cfg.CacheDir, "files", c.disk.fileCount(), "bytes", c.disk.usedBytes(), "took", time.Since(start).Round(time.Millisecond))
-	c.metrics.diskBytes.Set(float64(c.disk.usedBytes()))
+	c.log.Info("cache directory loaded", "dir", cfg.CacheDir, "files", e.disk.fileCount(), "bytes", e.disk.usedBytes(), "took", time.Since(start).Round(time.Millisecond))
+	e.metrics.diskBytes.Set(float64(e.disk.usedBytes()))
 	return c, nil
 }
 
-// memOverhead is what the memory tier charges per chunk beyond its bytes.
-const memOverhead = 64
-
-// Close stops downloads (their partial files are removed) and waits for
-// them. In-flight reads finish on their own.
+// Close stops downloads (their partial files are removed) and background
+// loads, waits for them, and releases the cache directory. In-flight reads
+// finish on their own.
 func (c *Cache) Close() error {
 	c.cancel()
 	c.wg.Wait()
-	c.mem.StopAllGoroutines()
+	c.mem.close()
 	return c.disk.close()
 }
 
@@ -113,33 +121,23 @@ func (c *Cache) GetChunk(ctx context.Context, db string, a addr.Addr) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	t, e, err := d.find(ctx, c, a)
+	t, e, err := d.find(ctx, a)
 	if err != nil || t == nil {
 		return Result{}, err
 	}
-	if data, ok := c.mem.GetIfPresent(a); ok {
+	// The database holds the chunk: memory may answer (it is shared by
+	// all databases, and holds only proven bytes).
+	if data, ok := c.mem.get(a); ok {
 		c.metrics.hit(api.TierMemory, len(data))
 		return Result{data, true, api.TierMemory}, nil
 	}
-	data, tier, err := t.read(ctx, c, e)
-	if err != nil {
+	data, tier, err := t.read(ctx, e)
+	if err != nil || data == nil { // data == nil: the NotFound miss policy
 		return Result{}, err
 	}
-	if data == nil { // NotFound miss policy
-		return Result{}, nil
-	}
-	c.remember(a, data)
+	c.mem.put(a, data)
 	c.metrics.hit(tier, len(data))
 	return Result{data, true, tier}, nil
-}
-
-// remember puts a chunk in the memory tier, unless it alone outweighs the
-// tier (which would only evict everything else, and linger until the
-// cache's next maintenance).
-func (c *Cache) remember(a addr.Addr, data []byte) {
-	if int64(len(data))+memOverhead <= c.cfg.MemBytes {
-		c.mem.Set(a, data)
-	}
 }
 
 // GetChunks answers many addresses of one database, calling fn once per
@@ -161,9 +159,7 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 	perTable := map[*table][]want{}
 	var order []*table
 	for i, a := range addrs {
-		// The database must hold the chunk before memory may answer: the
-		// memory tier is shared by every database.
-		t, e, err := d.find(ctx, c, a)
+		t, e, err := d.find(ctx, a)
 		if err != nil {
 			return err
 		}
@@ -173,7 +169,7 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 			}
 			continue
 		}
-		if data, ok := c.mem.GetIfPresent(a); ok {
+		if data, ok := c.mem.get(a); ok {
 			c.metrics.hit(api.TierMemory, len(data))
 			if err := fn(i, Result{data, true, api.TierMemory}); err != nil {
 				return err
@@ -211,9 +207,9 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 		wg.Add(1)
 		go func(t *table) {
 			defer wg.Done()
-			err := t.readMany(bctx, c, entries, func(e tablefile.Entry, data []byte, tier api.Tier) error {
+			err := t.readMany(bctx, entries, func(e tablefile.Entry, data []byte, tier api.Tier) error {
 				if data != nil {
-					c.remember(e.Addr, data)
+					c.mem.put(e.Addr, data)
 					c.metrics.hit(tier, len(data))
 				}
 				res := Result{Data: data, Found: data != nil}
@@ -246,7 +242,7 @@ func (c *Cache) HasChunks(ctx context.Context, db string, addrs []addr.Addr) ([]
 	}
 	out := make([]bool, len(addrs))
 	for i, a := range addrs {
-		t, _, err := d.find(ctx, c, a)
+		t, _, err := d.find(ctx, a)
 		if err != nil {
 			return nil, err
 		}
@@ -265,11 +261,22 @@ func (c *Cache) DBInfo(ctx context.Context, db string) (api.DBInfo, error) {
 	return d.info(), nil
 }
 
-// database returns the loaded database db, loading its manifest and every
-// table index on first use.
+// Ready says whether the service can serve, and how: "" when all is well,
+// else what a reader should know (the store is unreachable or denies
+// access, and reads are served from the files on disk).
+func (c *Cache) Ready() (ok bool, note string) {
+	if c.ctx.Err() != nil {
+		return false, "shutting down"
+	}
+	return true, c.health.note()
+}
+
+// database returns the loaded database db, loading it on first use: from
+// its saved state and files on disk when it has them (the manifest is
+// read in the background), else from the store.
 func (c *Cache) database(ctx context.Context, name string) (*database, error) {
 	if err := manifest.ValidateName(name); err != nil {
-		return nil, errorf(http.StatusBadRequest, nil, "%v", err)
+		return nil, errorf(KindBadRequest, err, "bad database name")
 	}
 	c.mu.Lock()
 	d := c.dbs[name]
@@ -277,7 +284,7 @@ func (c *Cache) database(ctx context.Context, name string) (*database, error) {
 	if d != nil {
 		return d, nil
 	}
-	v, err, _ := c.loads.Do("db/"+name, func() (any, error) {
+	v, err, _ := c.loads.Do(name, func() (any, error) {
 		c.mu.Lock()
 		d := c.dbs[name]
 		c.mu.Unlock()
@@ -287,7 +294,7 @@ func (c *Cache) database(ctx context.Context, name string) (*database, error) {
 		// The load is shared by every request waiting on it, so it runs
 		// on the service's context: one caller giving up must not fail
 		// the others.
-		d, err := c.loadDatabase(c.ctx, name)
+		d, err := loadDatabase(c.env, name)
 		if err != nil {
 			return nil, err
 		}
@@ -300,18 +307,4 @@ func (c *Cache) database(ctx context.Context, name string) (*database, error) {
 		return nil, err
 	}
 	return v.(*database), nil
-}
-
-// storeErr turns a store error into a service error.
-func storeErr(err error, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return errorf(http.StatusNotFound, err, "%s", msg)
-	case errors.Is(err, store.ErrUnreachable), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s: %w: %v", msg, ErrStoreUnreachable, err)
-	case errors.Is(err, store.ErrAccessDenied):
-		return errorf(http.StatusBadGateway, err, "%s", msg)
-	}
-	return fmt.Errorf("%s: %w", msg, err)
 }

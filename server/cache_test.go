@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,23 +31,53 @@ import (
 // whole-object streams at a byte offset until released, or fail them.
 type faultStore struct {
 	store.Store
-	down     atomic.Bool
+	down     atomic.Bool  // every call fails: unreachable
+	deny     atomic.Bool  // every call fails: access denied
+	hang     atomic.Bool  // every call waits for its context to end
 	holdAt   atomic.Int64 // >0: Open streams stop after this many bytes
 	release  chan struct{}
 	failOpen atomic.Bool // Open streams fail after holdAt bytes
 	opens    atomic.Int64
 }
 
+// fault returns the injected failure for a call, if any.
+func (f *faultStore) fault(ctx context.Context) error {
+	switch {
+	case f.down.Load():
+		return store.ErrUnreachable
+	case f.deny.Load():
+		return fmt.Errorf("%w (injected)", store.ErrAccessDenied)
+	case f.hang.Load():
+		<-ctx.Done()
+		return fmt.Errorf("%w: %w", store.ErrUnreachable, ctx.Err())
+	}
+	return nil
+}
+
 func (f *faultStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if f.down.Load() {
-		return 0, store.ErrUnreachable
+	if err := f.fault(ctx); err != nil {
+		return 0, err
 	}
 	return f.Store.ReadAt(ctx, key, p, off)
 }
 
+func (f *faultStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := f.fault(ctx); err != nil {
+		return nil, err
+	}
+	return f.Store.Get(ctx, key)
+}
+
+func (f *faultStore) Head(ctx context.Context, key string) (store.Info, error) {
+	if err := f.fault(ctx); err != nil {
+		return store.Info{}, err
+	}
+	return f.Store.Head(ctx, key)
+}
+
 func (f *faultStore) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
-	if f.down.Load() {
-		return nil, store.Info{}, store.ErrUnreachable
+	if err := f.fault(ctx); err != nil {
+		return nil, store.Info{}, err
 	}
 	if strings.HasPrefix(path.Base(key), "manifest") {
 		return f.Store.Open(ctx, key)
@@ -222,7 +253,10 @@ func TestReadsDuringDownload(t *testing.T) {
 	tab := f.cache.dbs["db1"].tables[0]
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if dl := tab.download(); dl != nil && dl.arrived.Load() == half {
+		tab.mu.Lock()
+		dl := tab.dl
+		tab.mu.Unlock()
+		if dl != nil && dl.arrived.Load() == half {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -404,12 +438,15 @@ func TestBrokenFileDoesNotHideOthers(t *testing.T) {
 		t.Fatal("absent chunk found")
 	}
 
-	// A file missing from the store: its chunks are unknown, never a 404
-	// (which reads as "absent").
+	// A file missing from the store (and not cached): its chunks are
+	// unknown, never a 404 (which reads as "absent").
 	if err := f.fs.Delete(ctx, bad.Key); err != nil {
 		t.Fatal(err)
 	}
 	f.cache.Close()
+	for _, sub := range []string{api.CacheTablesDir, api.CacheSumsDir} {
+		os.Remove(filepath.Join(f.dir, sub, filepath.FromSlash(bad.Key)))
+	}
 	f.open(Config{MemBytes: 1, ManifestTTL: 20 * time.Millisecond})
 	f.get(good.Addrs[1])
 	_, err = f.cache.GetChunk(ctx, "db1", bad.Addrs[2])
@@ -554,16 +591,35 @@ func TestCorruptCachedFileIsDropped(t *testing.T) {
 	}
 }
 
+// TestEviction: with the disk full, a miss on another file reads
+// through without downloading it until the bytes read through for it
+// reach its size (admission); then it downloads, evicting the least
+// recently used file and no more.
 func TestEviction(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 40, Files: 3}, Config{MemBytes: 1})
 	limit := f.db.Files[0].Size + f.db.Files[0].Size/2 // room for one file
 	f.cache.Close()
 	f.open(Config{MemBytes: 1, DiskBytes: limit})
-	for i, file := range f.db.Files {
-		f.get(file.Addrs[0])
-		f.waitDownloads(i + 1)
-		if f.counter("finished") != float64(i+1) {
-			t.Fatalf("download %d failed", i)
+	f.get(f.db.Files[0].Addrs[0]) // fits in free space: downloads on the first miss
+	f.waitDownloads(1)
+	for i, file := range f.db.Files[1:] {
+		// Read through until the file has cost its size.
+		n := 0
+		for f.counter("started") == float64(i+1) {
+			if r := f.get(file.Addrs[n%len(file.Addrs)]); r.Tier != api.TierStore {
+				t.Fatalf("file %d before its download: %v", i+1, r.Tier)
+			}
+			n++
+			if n > 10*len(file.Addrs) {
+				t.Fatalf("file %d: no download after %d reads through", i+1, n)
+			}
+		}
+		if n < len(file.Addrs)/2 {
+			t.Fatalf("file %d downloaded after %d reads through of %d chunks: admission too eager", i+1, n, len(file.Addrs))
+		}
+		f.waitDownloads(i + 2)
+		if f.counter("finished") != float64(i+2) {
+			t.Fatalf("download %d failed", i+1)
 		}
 	}
 	if ev := testutil.ToFloat64(f.cache.metrics.evictions); ev != 2 {
@@ -572,11 +628,14 @@ func TestEviction(t *testing.T) {
 	if used := f.cache.disk.usedBytes(); used > limit {
 		t.Fatalf("disk use %d over limit %d", used, limit)
 	}
-	// The evicted first file is read through again, and re-downloaded.
+	// The evicted first file is read through again, and not downloaded at
+	// once: it must pay for itself again.
 	if r := f.get(f.db.Files[0].Addrs[1]); r.Tier != api.TierStore {
 		t.Fatalf("evicted file served from %v", r.Tier)
 	}
-	f.waitDownloads(4)
+	if f.counter("started") != 3 {
+		t.Fatalf("evicted file downloaded again on its first miss")
+	}
 }
 
 // TestRestartKeepsUseOrder: after a restart, the file evicted is the one
@@ -604,18 +663,19 @@ func TestRestartKeepsUseOrder(t *testing.T) {
 	}
 }
 
+// TestDiskTooSmall: a file larger than --disk is never downloaded (and
+// evicts nothing); its chunks are read through, however often.
 func TestDiskTooSmall(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 40}, Config{MemBytes: 1, DiskBytes: 1000})
-	a := f.db.Files[0].Addrs[0]
-	if r := f.get(a); r.Tier != api.TierStore {
-		t.Fatalf("tier %v", r.Tier)
+	for i := 0; i < 3; i++ {
+		for _, a := range f.db.Files[0].Addrs {
+			if r := f.get(a); !r.Found || r.Tier != api.TierStore {
+				t.Fatalf("tier %v", r.Tier)
+			}
+		}
 	}
-	f.waitDownloads(1)
-	if f.counter("failed") != 1 {
-		t.Fatal("download into a too-small disk did not fail")
-	}
-	if r := f.get(a); !r.Found || r.Tier != api.TierStore {
-		t.Fatalf("after failed download: %+v", r.Tier)
+	if f.counter("started") != 0 {
+		t.Fatalf("%v downloads of a file larger than --disk", f.counter("started"))
 	}
 }
 
@@ -741,12 +801,12 @@ func TestVerifyStopsOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer file.Close()
-	if err := verifyDownload(context.Background(), file, tab); err != nil {
+	if _, err := verifyDownload(context.Background(), file, tab); err != nil {
 		t.Fatalf("verify a good file: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := verifyDownload(ctx, file, tab); !errors.Is(err, context.Canceled) {
+	if _, err := verifyDownload(ctx, file, tab); !errors.Is(err, context.Canceled) {
 		t.Fatalf("verify while closing: %v", err)
 	}
 }
@@ -760,8 +820,8 @@ func TestFileSystemFull(t *testing.T) {
 	f.get(f.db.Files[0].Addrs[0])
 	f.waitDownloads(1)
 	var full atomic.Int32 // writes still to fail with ENOSPC
-	write := f.cache.writeAt
-	f.cache.writeAt = func(file *os.File, b []byte, off int64) (int, error) {
+	write := f.cache.disk.hooks.writeAt
+	f.cache.disk.hooks.writeAt = func(file *os.File, b []byte, off int64) (int, error) {
 		if full.Add(-1) >= 0 {
 			return 0, &os.PathError{Op: "write", Path: file.Name(), Err: syscall.ENOSPC}
 		}
@@ -830,13 +890,28 @@ func TestCorruptInStoreToo(t *testing.T) {
 	if err := f.fs.Put(ctx, file.Key, b); err != nil { // the same bad bytes in the store
 		t.Fatal(err)
 	}
-	if _, err := f.cache.GetChunk(ctx, "db1", file.Addrs[4]); !errors.Is(err, tablefile.ErrCorrupt) {
+	_, err = f.cache.GetChunk(ctx, "db1", file.Addrs[4])
+	if !errors.Is(err, tablefile.ErrCorrupt) || kindOf(err) != KindCorrupt {
 		t.Fatalf("corrupt everywhere: %v", err)
 	}
-	if n := f.cache.disk.fileCount(); n != 1 || testutil.ToFloat64(f.cache.metrics.corrupt) != 0 {
-		t.Fatalf("cached file dropped for the store's fault: %d files, corrupt %v", n, testutil.ToFloat64(f.cache.metrics.corrupt))
+	// The copy changed since it was verified: dropped, whatever the store
+	// holds. The file is then never downloaded (its download would fail).
+	if n := f.cache.disk.fileCount(); n != 0 || testutil.ToFloat64(f.cache.metrics.corrupt) != 1 {
+		t.Fatalf("changed copy kept: %d files, corrupt %v", n, testutil.ToFloat64(f.cache.metrics.corrupt))
 	}
-	if r := f.get(file.Addrs[5]); r.Tier != api.TierDisk {
-		t.Fatalf("other chunks: %v", r.Tier)
+	for _, a := range file.Addrs[5:] { // the other chunks prove themselves
+		if r := f.get(a); r.Tier != api.TierStore {
+			t.Fatalf("other chunks: %v", r.Tier)
+		}
 	}
+	if started := f.counter("started"); started != 1 {
+		t.Fatalf("%v downloads of a file whose store copy fails its proof", started)
+	}
+}
+
+// downloading reports whether the table's download is in flight.
+func (t *table) downloading() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dl != nil
 }

@@ -42,9 +42,16 @@ type Config struct {
 	// IndexTail is how many bytes to read from a file's end when opening
 	// its index from the store (default 64 KiB: one request for most files).
 	IndexTail int
+	// ClientTimeout is the longest the service waits on a client: to send
+	// a request's body, or to take the next part of an answer (default
+	// 30 s). A client that stalls longer is cut off; it never holds a
+	// cached file (files are released before answers are written).
+	ClientTimeout time.Duration
 
 	Logger   *slog.Logger
 	Registry prometheus.Registerer // default: a new registry
+
+	hooks *hooks // file-system calls, replaced by tests (failpoints)
 }
 
 func (c *Config) setDefaults() error {
@@ -71,6 +78,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.IndexTail == 0 {
 		c.IndexTail = 64 << 10
+	}
+	if c.ClientTimeout == 0 {
+		c.ClientTimeout = 30 * time.Second
+	}
+	if c.hooks == nil {
+		c.hooks = defaultHooks()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

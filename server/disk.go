@@ -6,27 +6,34 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/tablefile"
 )
 
 // disk keeps whole, verified table files under dir/tables/<store key>,
-// bounded by max bytes, evicting the least recently used file that no
-// reader holds. Downloads write to dir/tmp and are renamed in only after
-// they are verified and synced, so a file under tables/ has always been
-// checked: at startup the service trusts them without re-reading. The
-// layout is api's (see api.CacheLayout); a directory written by another
-// version has its tables/ emptied at startup.
-//
-// Lock order: table.mu before disk.mu; cachedFile counters are atomics.
+// each with its sums under dir/sums/<store key>, bounded by max bytes,
+// evicting the least recently used file that no reader holds. Downloads
+// write to dir/tmp and are renamed in only after they are verified and
+// synced, sums first, so a file under tables/ has always been checked and
+// has its sums: at startup the service trusts them without re-reading
+// (and checks each index against its sums when it opens it). The layout is
+// api's (api.CacheLayout); a directory written by another version has its
+// files removed at startup. One service at a time uses a directory: it
+// holds dir/lock (flock) while open.
 type disk struct {
 	dir   string
 	max   int64
 	fsync bool
 	m     *metrics
+	lock  *os.File
+	hooks *hooks
 
 	mu    sync.Mutex
 	files map[string]*cachedFile // by store key
@@ -35,28 +42,41 @@ type disk struct {
 
 // cachedFile is one verified table file on disk.
 type cachedFile struct {
-	d       *disk
 	key     string
 	path    string
 	size    int64
 	lastUse atomic.Int64 // unix nanoseconds
 
-	mu      sync.Mutex // guards refs, f, evicted
+	mu      sync.Mutex // guards refs, f, evicted, sums
 	refs    int
-	f       *os.File
+	f       *os.File // opened by the first acquire; closed on eviction once unpinned
 	evicted bool
+	sums    *tablefile.Sums // loaded on first use (cachedFile.loadSums)
 }
 
 const (
 	tablesDir = api.CacheTablesDir
+	sumsDir   = api.CacheSumsDir
 	tmpDir    = api.CacheTmpDir
 )
 
-// openDisk loads the cache directory dir. dropped counts the files of
-// another layout it removed.
-func openDisk(dir string, max int64, fsync bool, m *metrics) (d *disk, dropped int, err error) {
-	d = &disk{dir: dir, max: max, fsync: fsync, m: m, files: map[string]*cachedFile{}}
-	for _, sub := range []string{tablesDir, tmpDir, api.CacheDBsDir} {
+// openDisk locks and loads the cache directory dir. dropped counts the
+// files it removed: of another layout, or without their sums.
+func openDisk(dir string, max int64, fsync bool, m *metrics, h *hooks) (d *disk, dropped int, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, 0, fmt.Errorf("cache directory: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	d = &disk{dir: dir, max: max, fsync: fsync, m: m, lock: lock, hooks: h, files: map[string]*cachedFile{}}
+	for _, sub := range []string{tablesDir, sumsDir, tmpDir, api.CacheDBsDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return nil, 0, fmt.Errorf("cache directory: %w", err)
 		}
@@ -79,20 +99,65 @@ func openDisk(dir string, max int64, fsync bool, m *metrics) (d *disk, dropped i
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		cf := &cachedFile{d: d, key: filepath.ToSlash(rel), path: p, size: info.Size()}
+		key := filepath.ToSlash(rel)
+		cf := &cachedFile{key: key, path: p, size: info.Size()}
+		if _, err := os.Stat(d.sumsPath(key)); err != nil {
+			// A crash between the two renames of a commit (sums first),
+			// or a file put there by hand: never trusted.
+			dropped++
+			return os.Remove(p)
+		}
 		cf.lastUse.Store(info.ModTime().UnixNano())
-		d.files[cf.key] = cf
+		d.files[key] = cf
 		d.used += cf.size
 		return nil
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("scan cache directory: %w", err)
 	}
+	// Sums whose file is gone (a crash between an eviction's removals).
+	sroot := filepath.Join(dir, sumsDir)
+	filepath.WalkDir(sroot, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			rel, _ := filepath.Rel(sroot, p)
+			if d.files[filepath.ToSlash(rel)] == nil {
+				os.Remove(p)
+			}
+		}
+		return nil
+	})
 	d.mu.Lock()
 	for d.used > d.max && d.evictOneLocked() {
 	}
 	d.mu.Unlock()
 	return d, dropped, nil
+}
+
+// lockDir takes the cache directory's lock (flock on dir/lock), so a second
+// service on the same directory fails at start instead of emptying tmp/
+// under the first one's downloads. The lock file holds the holder's pid.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, api.CacheLockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cache directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		holder := strings.TrimSpace(string(b))
+		if holder == "" {
+			holder = "unknown"
+		}
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("cache directory %s is in use by another chunkd service (pid %s); each service needs its own --cache-dir", dir, holder)
+		}
+		return nil, fmt.Errorf("cache directory: lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
 }
 
 // checkLayout makes dir's layout marker say api.CacheLayout. When it says
@@ -106,16 +171,19 @@ func checkLayout(dir string) (dropped int, err error) {
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
 	}
-	root := filepath.Join(dir, tablesDir)
-	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
+	for _, sub := range []string{tablesDir, sumsDir} {
+		err = filepath.WalkDir(filepath.Join(dir, sub), func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			if sub == tablesDir {
+				dropped++
+			}
+			return os.Remove(p)
+		})
+		if err != nil {
+			return dropped, fmt.Errorf("remove files of an older layout: %w", err)
 		}
-		dropped++
-		return os.Remove(p)
-	})
-	if err != nil {
-		return dropped, fmt.Errorf("remove files of an older layout: %w", err)
 	}
 	tmp := filepath.Join(dir, tmpDir, api.CacheLayoutFile)
 	if err := writeSynced(tmp, []byte(api.CacheLayout)); err != nil {
@@ -143,6 +211,10 @@ func writeSynced(path string, b []byte) error {
 	return err
 }
 
+func (d *disk) sumsPath(key string) string {
+	return filepath.Join(d.dir, sumsDir, filepath.FromSlash(key))
+}
+
 func (d *disk) fileCount() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -153,6 +225,13 @@ func (d *disk) usedBytes() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.used
+}
+
+// fits reports whether n more bytes fit without evicting anything.
+func (d *disk) fits(n int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.used+n <= d.max
 }
 
 // get returns the cached file for key, or nil.
@@ -166,10 +245,13 @@ func (d *disk) get(key string) *cachedFile {
 var errDiskFull = errors.New("disk cache full")
 
 // reserve makes room for n more bytes, evicting least recently used files
-// that no reader holds.
+// that no reader holds, but no more of them than n needs.
 func (d *disk) reserve(n int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if n > d.max {
+		return fmt.Errorf("%w: the file is %d bytes, more than --disk (%d)", errDiskFull, n, d.max)
+	}
 	for d.used+n > d.max {
 		if !d.evictOneLocked() {
 			return fmt.Errorf("%w: need %d bytes, %d of %d in use by files being read or downloaded", errDiskFull, n, d.used, d.max)
@@ -227,12 +309,19 @@ func (d *disk) evictOneLocked() bool {
 		victim.f = nil
 	}
 	victim.mu.Unlock()
-	delete(d.files, victim.key)
-	d.used -= victim.size
-	os.Remove(victim.path)
+	d.removeLocked(victim)
 	d.m.evictions.Inc()
-	d.m.diskBytes.Set(float64(d.used))
 	return true
+}
+
+// removeLocked takes cf out of the index and off the disk: the file, then
+// its sums (a crash between the two leaves sums that startup removes).
+func (d *disk) removeLocked(cf *cachedFile) {
+	delete(d.files, cf.key)
+	d.used -= cf.size
+	os.Remove(cf.path)
+	os.Remove(d.sumsPath(cf.key))
+	d.m.diskBytes.Set(float64(d.used))
 }
 
 // drop removes a file that failed a check at read time, even while other
@@ -252,30 +341,59 @@ func (d *disk) drop(cf *cachedFile) bool {
 	if d.files[cf.key] != cf { // already evicted (or replaced by a new download)
 		return false
 	}
-	delete(d.files, cf.key)
-	d.used -= cf.size
-	os.Remove(cf.path)
-	d.m.diskBytes.Set(float64(d.used))
+	d.removeLocked(cf)
 	return true
 }
 
-// commit moves a verified, synced download into place. The open file
-// (read-write, positioned anywhere) becomes the cached file's handle. The
-// size was reserved by the download.
-func (d *disk) commit(key string, tmp *os.File, size int64) (*cachedFile, error) {
+// commit moves a verified, synced download into place: its sums into
+// sums/ first, then the file into tables/, then fsyncs both directories.
+// The download's own handle stays the download's (its partial readers may
+// still hold it); the cached file opens its own. The size was reserved by
+// the download.
+func (d *disk) commit(key string, tmp *os.File, size int64, sums *tablefile.Sums) (*cachedFile, error) {
 	path := filepath.Join(d.dir, tablesDir, filepath.FromSlash(key))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	spath := d.sumsPath(key)
+	enc, err := sums.MarshalBinary()
+	if err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	stmp, err := os.CreateTemp(filepath.Join(d.dir, tmpDir), "sums-*")
+	if err != nil {
 		return nil, err
 	}
-	if d.fsync {
-		if err := syncDir(filepath.Dir(path)); err != nil {
+	_, err = stmp.Write(enc)
+	if err == nil && d.fsync {
+		err = d.hooks.sync(stmp)
+	}
+	if cerr := stmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(stmp.Name())
+		return nil, fmt.Errorf("write sums: %w", err)
+	}
+	for _, p := range []string{path, spath} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			os.Remove(stmp.Name())
 			return nil, err
 		}
 	}
-	cf := &cachedFile{d: d, key: key, path: path, size: size, f: tmp}
+	if err := d.hooks.rename(stmp.Name(), spath); err != nil {
+		os.Remove(stmp.Name())
+		return nil, err
+	}
+	if err := d.hooks.rename(tmp.Name(), path); err != nil {
+		os.Remove(spath)
+		return nil, err
+	}
+	if d.fsync {
+		for _, dir := range []string{filepath.Dir(spath), filepath.Dir(path)} {
+			if err := syncDir(dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cf := &cachedFile{key: key, path: path, size: size, sums: sums}
 	cf.lastUse.Store(time.Now().UnixNano())
 	d.mu.Lock()
 	if old := d.files[key]; old != nil { // a stale entry from a previous run
@@ -295,9 +413,9 @@ func syncDir(dir string) error {
 	return f.Sync()
 }
 
-// close closes the files, and records each one's last use as its mtime,
-// which openDisk reads back: eviction after a restart follows use, not
-// download order.
+// close closes the files, records each one's last use as its mtime, which
+// openDisk reads back (eviction after a restart follows use, not download
+// order), and releases the directory's lock.
 func (d *disk) close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -311,11 +429,11 @@ func (d *disk) close() error {
 		}
 		cf.mu.Unlock()
 	}
-	return nil
+	return d.lock.Close() // closing the descriptor releases the flock
 }
 
 // acquire pins the file against eviction and opens it if needed; false
-// means it was evicted.
+// means it was evicted (or cannot be opened).
 func (cf *cachedFile) acquire() bool {
 	cf.mu.Lock()
 	defer cf.mu.Unlock()
@@ -344,8 +462,55 @@ func (cf *cachedFile) release() {
 	cf.mu.Unlock()
 }
 
+// ReadAt reads the file; the caller holds it (acquire).
+func (cf *cachedFile) ReadAt(p []byte, off int64) (int, error) {
+	cf.mu.Lock()
+	f := cf.f
+	cf.mu.Unlock()
+	if f == nil {
+		return 0, os.ErrClosed
+	}
+	return f.ReadAt(p, off)
+}
+
 func (cf *cachedFile) isEvicted() bool {
 	cf.mu.Lock()
 	defer cf.mu.Unlock()
 	return cf.evicted
+}
+
+// loadSums returns the file's sums, reading them from sums/ the first
+// time (files found at startup).
+func (cf *cachedFile) loadSums(d *disk) (*tablefile.Sums, error) {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	if cf.sums != nil {
+		return cf.sums, nil
+	}
+	b, err := os.ReadFile(d.sumsPath(cf.key))
+	if err != nil {
+		return nil, err
+	}
+	var s tablefile.Sums
+	if err := s.UnmarshalBinary(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.sumsPath(cf.key), err)
+	}
+	cf.sums = &s
+	return cf.sums, nil
+}
+
+// hooks are the file-system calls a test can fail (failpoints), and the
+// writes of downloads.
+type hooks struct {
+	writeAt func(f *os.File, b []byte, off int64) (int, error)
+	sync    func(f *os.File) error
+	rename  func(from, to string) error
+}
+
+func defaultHooks() *hooks {
+	return &hooks{
+		writeAt: func(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) },
+		sync:    func(f *os.File) error { return f.Sync() },
+		rename:  os.Rename,
+	}
 }

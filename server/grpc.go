@@ -2,8 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
-	"net/http"
+	"strings"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -22,9 +22,16 @@ const MaxBatch = api.MaxBatch
 
 // NewGRPC returns a gRPC server with the ChunkCache service, health
 // checking and reflection registered; opts add to the server's options
-// (TLS credentials, the interceptors of Auth).
+// (TLS credentials, the interceptors of Auth). Every call is counted in
+// the metrics by a stats handler, including calls refused before they
+// reach a handler (a message over the size limit).
 func NewGRPC(c *Cache, opts ...grpc.ServerOption) *grpc.Server {
-	s := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(api.MaxGRPCRequest), grpc.MaxSendMsgSize(api.MaxGRPCMessage)}, opts...)...)
+	opts = append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(api.MaxGRPCRequest),
+		grpc.MaxSendMsgSize(api.MaxGRPCMessage),
+		grpc.StatsHandler(&grpcStats{m: c.metrics}),
+	}, opts...)
+	s := grpc.NewServer(opts...)
 	chunkpb.RegisterChunkCacheServer(s, &grpcService{c: c})
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -39,13 +46,7 @@ type grpcService struct {
 	c *Cache
 }
 
-func (g *grpcService) observe(name string, start time.Time, err error) {
-	g.c.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
-	g.c.metrics.requests.WithLabelValues(name, grpcCode(err).String()).Inc()
-}
-
-func (g *grpcService) GetChunk(ctx context.Context, req *chunkpb.GetChunkRequest) (resp *chunkpb.GetChunkResponse, err error) {
-	defer func(start time.Time) { g.observe("grpc_get_chunk", start, err) }(time.Now())
+func (g *grpcService) GetChunk(ctx context.Context, req *chunkpb.GetChunkRequest) (*chunkpb.GetChunkResponse, error) {
 	a, err := addr.FromBytes(req.Address)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "bad address: %v", err)
@@ -57,20 +58,57 @@ func (g *grpcService) GetChunk(ctx context.Context, req *chunkpb.GetChunkRequest
 	return &chunkpb.GetChunkResponse{Found: r.Found, Contents: r.Data, Tier: chunkpb.Tier(r.Tier)}, nil
 }
 
-func (g *grpcService) GetChunks(req *chunkpb.GetChunksRequest, stream grpc.ServerStreamingServer[chunkpb.ChunkReply]) (err error) {
-	defer func(start time.Time) { g.observe("grpc_get_chunks", start, err) }(time.Now())
+// GetChunks streams the answers. The client has ClientTimeout to take
+// each one: sends happen on a goroutine of their own, so a client that
+// stops reading is cut off (the handler returns, which ends the stream
+// and unblocks the send) rather than holding the call forever.
+func (g *grpcService) GetChunks(req *chunkpb.GetChunksRequest, stream grpc.ServerStreamingServer[chunkpb.ChunkReply]) error {
 	addrs, err := batchAddrs(req.Addresses)
 	if err != nil {
 		return err
 	}
+	out := make(chan *chunkpb.ChunkReply)
+	sent := make(chan error, 1)
+	go func() {
+		for m := range out {
+			if err := stream.Send(m); err != nil {
+				sent <- err
+				for range out { // drain: the handler is returning
+				}
+				return
+			}
+		}
+		sent <- nil
+	}()
+	timeout := g.c.cfg.ClientTimeout
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	err = g.c.GetChunks(stream.Context(), req.Db, addrs, func(i int, r Result) error {
-		return stream.Send(&chunkpb.ChunkReply{Index: uint32(i), Address: req.Addresses[i], Found: r.Found, Contents: r.Data, Tier: chunkpb.Tier(r.Tier)})
+		timer.Reset(timeout)
+		select {
+		case out <- &chunkpb.ChunkReply{Index: uint32(i), Address: req.Addresses[i], Found: r.Found, Contents: r.Data, Tier: chunkpb.Tier(r.Tier)}:
+			return nil
+		case err := <-sent:
+			sent <- err
+			return err
+		case <-timer.C:
+			return status.Errorf(codes.DeadlineExceeded, "the client took no answer for %v", timeout)
+		}
 	}, nil)
-	return toStatus(err)
+	close(out)
+	if err != nil {
+		return toStatus(err)
+	}
+	timer.Reset(timeout)
+	select {
+	case err := <-sent:
+		return toStatus(err)
+	case <-timer.C:
+		return status.Errorf(codes.DeadlineExceeded, "the client took no answer for %v", timeout)
+	}
 }
 
-func (g *grpcService) HasChunks(ctx context.Context, req *chunkpb.HasChunksRequest) (resp *chunkpb.HasChunksResponse, err error) {
-	defer func(start time.Time) { g.observe("grpc_has_chunks", start, err) }(time.Now())
+func (g *grpcService) HasChunks(ctx context.Context, req *chunkpb.HasChunksRequest) (*chunkpb.HasChunksResponse, error) {
 	addrs, err := batchAddrs(req.Addresses)
 	if err != nil {
 		return nil, err
@@ -97,7 +135,7 @@ func batchAddrs(raw [][]byte) ([]addr.Addr, error) {
 	return out, nil
 }
 
-// toStatus maps service errors to gRPC status codes.
+// toStatus maps service errors to gRPC statuses, by the kinds table.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -105,29 +143,51 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	}
-	code := codes.Internal
-	switch statusOf(err) {
-	case http.StatusBadRequest:
-		code = codes.InvalidArgument
-	case http.StatusNotFound:
-		code = codes.NotFound
-	case http.StatusServiceUnavailable:
-		code = codes.Unavailable
-	case http.StatusBadGateway:
-		code = codes.PermissionDenied
-	}
-	return status.Error(code, err.Error())
+	return status.Error(codeOf(err), err.Error())
 }
 
-func grpcCode(err error) codes.Code {
-	if err == nil {
-		return codes.OK
+// grpcStats counts every call by method and code, and its latency: the
+// calls a handler never saw (refused for their size, say) included.
+type grpcStats struct{ m *metrics }
+
+type rpcNameKey struct{}
+
+func (s *grpcStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, rpcNameKey{}, info.FullMethodName)
+}
+
+func (s *grpcStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	end, ok := st.(*stats.End)
+	if !ok {
+		return
 	}
-	return status.Code(toStatus(err))
+	method, _ := ctx.Value(rpcNameKey{}).(string)
+	name := grpcMetricName(method)
+	code := status.Code(end.Error)
+	s.m.latency.WithLabelValues(name).Observe(end.EndTime.Sub(end.BeginTime).Seconds())
+	s.m.requests.WithLabelValues(name, code.String()).Inc()
+	if code == codes.ResourceExhausted {
+		s.m.rejected.WithLabelValues(name, "too large").Inc()
+	}
+}
+
+func (s *grpcStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (s *grpcStats) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// grpcMetricName turns "/chunkd.v1.ChunkCache/GetChunk" into the API label
+// the HTTP side's names match: "grpc_get_chunk".
+func grpcMetricName(method string) string {
+	switch method {
+	case chunkpb.ChunkCache_GetChunk_FullMethodName:
+		return "grpc_get_chunk"
+	case chunkpb.ChunkCache_GetChunks_FullMethodName:
+		return "grpc_get_chunks"
+	case chunkpb.ChunkCache_HasChunks_FullMethodName:
+		return "grpc_has_chunks"
+	}
+	if strings.HasPrefix(method, "/grpc.health.") {
+		return "grpc_health"
+	}
+	return "grpc_other" // reflection, unknown methods: a bounded label set
+
 }

@@ -27,8 +27,13 @@ func NewHandler(c *Cache, gather prometheus.Gatherer) Router {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if c.ctx.Err() != nil {
-			api.WriteError(w, http.StatusServiceUnavailable, "shutting down")
+		ok, note := c.Ready()
+		if !ok {
+			api.WriteError(w, http.StatusServiceUnavailable, note)
+			return
+		}
+		if note != "" {
+			w.Write([]byte("ready, degraded: " + note + "\n"))
 			return
 		}
 		w.Write([]byte("ready\n"))
@@ -88,6 +93,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection's deadlines.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
@@ -112,7 +120,7 @@ func writeErr(w http.ResponseWriter, err error) {
 func (h *httpAPI) getChunk(w http.ResponseWriter, r *http.Request) {
 	a, err := addr.Parse(r.PathValue("address"))
 	if err != nil {
-		api.WriteError(w, http.StatusBadRequest, err.Error())
+		writeErr(w, errorf(KindBadRequest, err, "bad chunk address"))
 		return
 	}
 	res, err := h.c.GetChunk(r.Context(), r.PathValue("db"), a)
@@ -132,13 +140,19 @@ func (h *httpAPI) getChunk(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *httpAPI) getChunks(w http.ResponseWriter, r *http.Request) {
+	// The client has ClientTimeout to send its batch, and again for each
+	// part of the answer to be taken (a stalled reader is cut off; the
+	// files were released before the answer was written).
+	rc := http.NewResponseController(w)
+	timeout := h.c.cfg.ClientTimeout
+	rc.SetReadDeadline(time.Now().Add(timeout))
 	addrs, err := api.ReadAddresses(r.Body)
 	if err != nil {
-		code := http.StatusBadRequest
+		kind := KindBadRequest
 		if errors.Is(err, api.ErrBatchTooLarge) {
-			code = http.StatusRequestEntityTooLarge
+			kind = KindTooLarge
 		}
-		api.WriteError(w, code, err.Error())
+		writeErr(w, errorf(kind, err, "bad batch"))
 		return
 	}
 	db := r.PathValue("db")
@@ -149,13 +163,13 @@ func (h *httpAPI) getChunks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", api.ContentTypeBinary)
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := bufio.NewWriterSize(deadlineWriter{w, rc, timeout}, 64<<10)
 	fw := api.NewFrameWriter(bw)
 	err = h.c.GetChunks(r.Context(), db, addrs, func(i int, res Result) error {
 		return fw.WriteFrame(uint32(i), res.Found, res.Tier, res.Data)
 	}, func() {
 		if bw.Flush() == nil {
-			fw.Flush()
+			rc.Flush()
 		}
 	})
 	if err != nil {
@@ -167,6 +181,18 @@ func (h *httpAPI) getChunks(w http.ResponseWriter, r *http.Request) {
 	if err := fw.Flush(); err == nil {
 		bw.Flush()
 	}
+}
+
+// deadlineWriter gives each write to the client its own deadline.
+type deadlineWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	return d.w.Write(p)
 }
 
 func (h *httpAPI) dbInfo(w http.ResponseWriter, r *http.Request) {

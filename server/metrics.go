@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync/atomic"
+
 	"github.com/chunkd/chunkd/api"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,7 +19,14 @@ type metrics struct {
 	diskBytes  prometheus.Gauge
 	evictions  prometheus.Counter
 	diskReads  prometheus.Counter
-	corrupt    prometheus.Counter
+	corrupt    prometheus.Counter // cached files dropped for a failed check
+	// storeCorrupt counts files whose store copy failed a proof.
+	storeCorrupt  prometheus.Counter
+	proofFailures prometheus.Counter // chunks from the store or a download that failed their hash
+	rejected      *prometheus.CounterVec
+
+	// servedBytes and readBytes feed the store-bytes-per-served-byte gauge.
+	servedBytes, readBytes atomic.Int64
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,10 +64,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "chunkd_disk_reads_total", Help: "Read calls made on cached or downloading files to serve chunks.",
 		}),
 		corrupt: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chunkd_corrupt_files_total", Help: "Cached table files dropped because a record failed its check when read (the chunk was read from the store instead).",
+			Name: "chunkd_corrupt_files_total", Help: "Cached table files dropped because they failed a check when read or opened (the chunks were read from the store instead).",
 		}),
+		storeCorrupt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chunkd_store_corrupt_files_total", Help: "Table files whose copy in the store failed verification (a chunk that does not hash to its address); they are never downloaded.",
+		}),
+		proofFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chunkd_proof_failures_total", Help: "Chunks read from the store or a download in progress whose bytes failed to decode or to hash to their address; none was served.",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chunkd_rejected_requests_total", Help: "Requests refused before they reached an API handler, by reason (e.g. a gRPC message over the size limit).",
+		}, []string{"api", "reason"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.hits, m.hitBytes, m.storeReqs, m.storeBytes, m.downloads, m.diskBytes, m.evictions, m.diskReads, m.corrupt)
+	perServed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chunkd_store_bytes_per_served_byte", Help: "Bytes read from the store (downloads, read-through, index loads) per decoded chunk byte served, since start.",
+	}, func() float64 {
+		served := m.servedBytes.Load()
+		if served == 0 {
+			return 0
+		}
+		return float64(m.readBytes.Load()) / float64(served)
+	})
+	reg.MustRegister(m.requests, m.latency, m.hits, m.hitBytes, m.storeReqs, m.storeBytes, m.downloads, m.diskBytes, m.evictions, m.diskReads, m.corrupt, m.storeCorrupt, m.proofFailures, m.rejected, perServed)
 	for _, r := range []string{"started", "finished", "failed"} {
 		m.downloads.WithLabelValues(r)
 	}
@@ -72,9 +99,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) hit(t api.Tier, n int) {
 	m.hits.WithLabelValues(t.String()).Inc()
 	m.hitBytes.WithLabelValues(t.String()).Add(float64(n))
+	m.servedBytes.Add(int64(n))
 }
 
+// storeRead counts one ranged read of n bytes.
 func (m *metrics) storeRead(n int) {
 	m.storeReqs.Inc()
+	m.addStoreBytes(int64(n))
+}
+
+// addStoreBytes counts bytes read from the store.
+func (m *metrics) addStoreBytes(n int64) {
 	m.storeBytes.Add(float64(n))
+	m.readBytes.Add(n)
+}
+
+// StoreBytesPerServedByte returns the bytes read from the store per chunk
+// byte served since the service started (0 before anything is served).
+func (c *Cache) StoreBytesPerServedByte() float64 {
+	served := c.metrics.servedBytes.Load()
+	if served == 0 {
+		return 0
+	}
+	return float64(c.metrics.readBytes.Load()) / float64(served)
 }

@@ -3,7 +3,9 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,13 +37,17 @@ type tableState struct {
 	Appendix bool   `json:"appendix,omitempty"`
 }
 
-func (c *Cache) statePath(db string) string {
-	return filepath.Join(c.cfg.CacheDir, api.CacheDBsDir, url.PathEscape(db)+".json")
+func (d *database) statePath() string {
+	return filepath.Join(d.env.cfg.CacheDir, api.CacheDBsDir, url.PathEscape(d.name)+".json")
 }
+
+// errNoState: the database has no saved state.
+var errNoState = errors.New("no saved state")
 
 // saveState records d's current state, unless it is what was saved last.
 // Failures are logged: the state only helps an offline restart.
-func (c *Cache) saveState(d *database) {
+func (d *database) saveState() {
+	log := d.env.log
 	d.mu.RLock()
 	st := dbState{Format: stateFormat, DB: d.name, Root: d.root.String()}
 	for _, t := range d.tables {
@@ -50,7 +56,7 @@ func (c *Cache) saveState(d *database) {
 	d.mu.RUnlock()
 	b, err := json.Marshal(st)
 	if err != nil {
-		c.log.Warn("encode database state", "db", d.name, "err", err)
+		log.Warn("encode database state", "db", d.name, "err", err)
 		return
 	}
 	d.stateMu.Lock()
@@ -58,58 +64,60 @@ func (c *Cache) saveState(d *database) {
 	if bytes.Equal(b, d.saved) {
 		return
 	}
-	path := c.statePath(d.name)
-	tmp := filepath.Join(c.cfg.CacheDir, api.CacheTmpDir, "state-"+filepath.Base(path))
+	path := d.statePath()
+	tmp := filepath.Join(d.env.cfg.CacheDir, api.CacheTmpDir, "state-"+filepath.Base(path))
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		c.log.Warn("save database state", "db", d.name, "err", err)
+		os.Remove(tmp) // a full file system leaves a part written
+		log.Warn("save database state", "db", d.name, "err", err)
 		return
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		c.log.Warn("save database state", "db", d.name, "err", err)
+		log.Warn("save database state", "db", d.name, "err", err)
 		return
 	}
 	d.saved = b
 }
 
-// loadOffline builds database name from its saved state and the files of
-// it on disk, for when the store cannot be reached. Files not on disk are
-// left out and counted in missing: a chunk not found then is "unknown",
-// not absent. The database is marked stale, so the next miss tries the
-// store again.
-func (c *Cache) loadOffline(d *database) error {
-	b, err := os.ReadFile(c.statePath(d.name))
+// loadSaved builds the database from its saved state and the files of it
+// on disk, for a restart that need not wait on the store (and a store that
+// cannot be asked). Files not on disk, or whose local copy fails its check,
+// are left out and counted in missing: a chunk not found then is
+// "unknown", not absent. loadedAt stays zero: the next miss reads the
+// manifest.
+func (d *database) loadSaved() error {
+	path := d.statePath()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return errNoState
+	}
 	if err != nil {
 		return err
 	}
 	var st dbState
 	if err := json.Unmarshal(b, &st); err != nil || st.Format != stateFormat || st.DB != d.name {
-		return fmt.Errorf("%s: not a saved state of database %q", c.statePath(d.name), d.name)
+		return fmt.Errorf("%s: not a saved state of database %q", path, d.name)
 	}
 	root, err := addr.Parse(st.Root)
 	if err != nil {
-		return fmt.Errorf("%s: %w", c.statePath(d.name), err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	var tables []*table
 	byName := map[string]*table{}
 	missing := 0
 	for _, ts := range st.Tables {
-		if cf := c.disk.get(ts.Key); cf == nil || cf.size != ts.Size {
+		t := openCachedTable(d, ts.Name, ts.Key, ts.Size, ts.Appendix)
+		if t == nil {
 			missing++ // its index is in the store only
 			continue
-		}
-		t, err := c.newTable(d, ts.Name, ts.Key, ts.Size, ts.Appendix)
-		if err != nil {
-			return err
 		}
 		tables = append(tables, t)
 		byName[t.name] = t
 	}
-	d.mu.Lock()
-	d.root, d.tables, d.byName, d.missing = root, tables, byName, missing
-	d.missingErr = fmt.Errorf("database %q: %d of its table files are not on disk and its manifest could not be read: %w", d.name, missing, ErrStoreUnreachable)
-	d.loadedAt = time.Time{} // stale: the next miss reads the manifest
-	d.mu.Unlock()
+	missingErr := errorf(KindStoreUnreachable, nil, "database %q: %d of its table files are not on disk and its manifest has not been read", d.name, missing)
+	d.publish(root, tables, byName, missing, missingErr, time.Time{})
+	d.stateMu.Lock()
 	d.saved = b
+	d.stateMu.Unlock()
 	return nil
 }

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
-	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
 )
 
@@ -19,208 +17,298 @@ import (
 // its bytes are now: only in the store, partly downloaded, or whole on
 // local disk.
 type table struct {
-	c        *Cache
+	env      *env
 	db       string
 	name     string // as in the manifest
 	key      string // object key in the store
 	size     int64
-	appendix atomic.Bool      // named as an appendix by the latest manifest
-	idx      *tablefile.Table // reads go through table.ReadAt
+	appendix atomic.Bool // named as an appendix by the latest manifest
+	// idx is the file's index. Its own reads (archive dictionaries) go to
+	// the store, and what it decodes is hashed before it is served.
+	idx *tablefile.Table
 
-	mu   sync.Mutex
-	file *cachedFile // the verified local copy, once downloaded
-	dl   *download   // the download in flight, if any
-	// After a failed download the next one waits retryAfter, doubling
-	// per failure up to maxRetryWait, so a file that cannot be cached
-	// (corrupt in the store, larger than --disk) is not fetched on
-	// every miss.
-	failures   int
-	retryAfter time.Time
+	mu    sync.Mutex
+	local *localCopy // the verified copy on disk, if any
+	dl    *download  // the download in flight, if any
+	adm   admission  // when to download (download.go)
 }
 
-const (
-	firstRetryWait = time.Second
-	maxRetryWait   = 5 * time.Minute
-)
+// localCopy is a verified copy of the file on disk, with a view of the
+// index that reads it and checks every read against the copy's sums.
+type localCopy struct {
+	cf   *cachedFile
+	view *tablefile.Table
+}
 
-func (c *Cache) openTable(ctx context.Context, d *database, name string, appendix bool) (*table, error) {
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.StoreTimeout)
+// storeFile reads one object of the store, each read with its own
+// deadline, counted in the metrics.
+type storeFile struct {
+	env *env
+	key string
+}
+
+func (s storeFile) ReadAt(p []byte, off int64) (int, error) {
+	ctx, cancel := context.WithTimeout(s.env.ctx, s.env.cfg.StoreTimeout)
+	defer cancel()
+	n, err := s.env.store.ReadAt(ctx, s.key, p, off)
+	s.env.metrics.storeRead(n)
+	return n, err
+}
+
+func newTable(d *database, name, key string, size int64, appendix bool) *table {
+	t := &table{env: d.env, db: d.name, name: name, key: key, size: size}
+	t.appendix.Store(appendix)
+	return t
+}
+
+// openTable opens table file name of database d: from its verified copy on
+// disk when there is one, else its index from the store.
+func openTable(ctx context.Context, d *database, name string, appendix bool) (*table, error) {
+	e := d.env
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
 	key, size, err := d.mdb.ResolveTable(rctx, name)
 	cancel()
 	if err != nil {
 		return nil, storeErr(err, "database %q: table file %s", d.name, name)
 	}
-	t, err := c.newTable(d, name, key, size, appendix)
-	if errors.Is(err, store.ErrUnreachable) || errors.Is(err, context.DeadlineExceeded) {
-		return nil, storeErr(err, "database %q: open index of %s", d.name, key)
+	if t := openCachedTable(d, name, key, size, appendix); t != nil {
+		return t, nil
 	}
-	return t, err
-}
-
-// newTable opens the index of the table file at key, of size bytes: from
-// its copy on disk when there is one, else from the store.
-func (c *Cache) newTable(d *database, name, key string, size int64, appendix bool) (*table, error) {
-	t := &table{c: c, db: d.name, name: name, key: key, size: size}
-	t.appendix.Store(appendix)
-	if cf := c.disk.get(key); cf != nil && cf.size == size {
-		t.file = cf
-		c.log.Debug("table file found on disk", "key", key)
-	}
-	var err error
-	t.idx, err = tablefile.Open(t, size, &tablefile.Options{Tail: c.cfg.IndexTail})
+	t := newTable(d, name, key, size, appendix)
+	t.idx, err = tablefile.Open(storeFile{e, key}, size, &tablefile.Options{Tail: e.cfg.IndexTail, IndexHash: true})
 	if err != nil {
+		if isStoreFailure(err) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, storeErr(err, "database %q: open index of %s", d.name, key)
+		}
 		return nil, fmt.Errorf("database %q: open index of %s: %w", d.name, key, err)
 	}
 	return t, nil
 }
 
-// ReadAt reads from wherever the bytes are: the local file, the part of a
-// download that has arrived, or the store. The index and archive
-// dictionaries are read through it.
-func (t *table) ReadAt(p []byte, off int64) (int, error) {
-	if cf := t.acquire(); cf != nil {
-		n, err := cf.f.ReadAt(p, off)
-		cf.release()
-		if err == nil {
-			return n, nil
-		}
+// openCachedTable opens table file key from its copy on disk, checking
+// the copy's index against its sums; nil if there is no copy, or it fails
+// the check (then it is dropped, to be downloaded again).
+func openCachedTable(d *database, name, key string, size int64, appendix bool) *table {
+	e := d.env
+	cf := e.disk.get(key)
+	if cf == nil || cf.size != size || !cf.acquire() {
+		return nil
 	}
-	if dl := t.download(); dl != nil && off+int64(len(p)) <= dl.arrived.Load() {
-		if n, err := dl.f.ReadAt(p, off); err == nil {
-			return n, nil
-		}
+	defer cf.release()
+	sums, err := cf.loadSums(e.disk)
+	var view *tablefile.Table
+	if err == nil {
+		view, err = tablefile.Open(cf, size, &tablefile.Options{Sums: sums})
 	}
-	ctx, cancel := context.WithTimeout(t.c.ctx, t.c.cfg.StoreTimeout)
-	defer cancel()
-	n, err := t.c.cfg.Store.ReadAt(ctx, t.key, p, off)
-	t.c.metrics.storeRead(n)
-	return n, err
+	if err != nil {
+		if e.disk.drop(cf) {
+			e.metrics.corrupt.Inc()
+			e.log.Error("cached table file fails its check when opened; dropped it (it will be downloaded again)", "db", d.name, "key", key, "err", err)
+		}
+		return nil
+	}
+	t := newTable(d, name, key, size, appendix)
+	t.idx, _ = view.View(storeFile{e, key}, nil) // no sums: cannot fail
+	t.local = &localCopy{cf: cf, view: view}
+	e.log.Debug("table file found on disk", "key", key)
+	return t
 }
 
-// acquire pins the local file, or returns nil if there is none.
-func (t *table) acquire() *cachedFile {
+// acquireLocal pins the verified local copy, or returns nil if there is
+// none.
+func (t *table) acquireLocal() *localCopy {
 	t.mu.Lock()
-	cf := t.file
+	lc := t.local
 	t.mu.Unlock()
-	if cf == nil {
+	if lc == nil {
 		return nil
 	}
-	if !cf.acquire() {
-		// Evicted since: forget it; the next miss downloads again.
-		t.mu.Lock()
-		if t.file == cf {
-			t.file = nil
-		}
-		t.mu.Unlock()
+	if !lc.cf.acquire() {
+		// Evicted since: forget it; a later miss may download it again.
+		t.forgetLocal(lc)
 		return nil
 	}
-	return cf
+	return lc
 }
 
-func (t *table) download() *download {
+func (t *table) forgetLocal(lc *localCopy) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.dl
+	if t.local == lc {
+		t.local = nil
+	}
+	t.mu.Unlock()
+}
+
+// prove decodes bytes that did not come from a verified copy (the store,
+// a download in progress) and hashes the chunk against its address.
+func (t *table) prove(e tablefile.Entry, stored []byte) ([]byte, error) {
+	data, err := t.idx.Decode(e, stored)
+	if err == nil {
+		if got := addr.Of(data); got != e.Addr {
+			err = &tablefile.CorruptError{Offset: int64(e.Offset), Addr: e.Addr.String(), Reason: "contents hash to " + got.String()}
+		}
+	}
+	if err != nil {
+		t.env.metrics.proofFailures.Inc()
+	}
+	return data, err
 }
 
 // read returns the chunk at e, with the tier that served it. Under the
 // NotFound miss policy a miss returns nil data.
-func (t *table) read(ctx context.Context, c *Cache, e tablefile.Entry) ([]byte, api.Tier, error) {
+func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, error) {
+	m := t.env.metrics
 	stored := make([]byte, e.Length)
-	if cf := t.acquire(); cf != nil {
-		_, err := cf.f.ReadAt(stored, int64(e.Offset))
-		cf.release()
-		c.metrics.diskReads.Inc()
+	if lc := t.acquireLocal(); lc != nil {
+		_, err := lc.cf.ReadAt(stored, int64(e.Offset))
+		m.diskReads.Inc()
+		var data []byte
 		if err == nil {
-			var data []byte
-			if data, err = t.idx.Decode(e, stored); err == nil {
-				return data, api.TierDisk, nil
-			}
+			data, err = lc.view.Decode(e, stored) // the record's (or span's) CRC: the copy is verified
 		}
-		t.localFailed(ctx, cf, tablefile.Range{Offset: e.Offset, Length: uint64(e.Length), Entries: []tablefile.Entry{e}}, err)
+		lc.cf.release()
+		if err == nil {
+			return data, api.TierDisk, nil
+		}
+		t.localFailed(lc, err)
 	}
-	if dl := t.download(); dl != nil && int64(e.End()) <= dl.arrived.Load() {
-		_, err := dl.f.ReadAt(stored, int64(e.Offset))
-		c.metrics.diskReads.Inc()
+	if dl := t.acquireDownload(); dl != nil {
+		var err error = errNotArrived
+		if int64(e.End()) <= dl.arrived.Load() {
+			_, err = dl.f.ReadAt(stored, int64(e.Offset))
+			m.diskReads.Inc()
+		}
+		t.releaseDownload(dl)
 		if err == nil {
 			var data []byte
-			if data, err = t.idx.Decode(e, stored); err == nil {
+			if data, err = t.prove(e, stored); err == nil {
 				return data, api.TierPartial, nil
 			}
+			// The download's own checks will fail it; the store decides.
+			t.env.log.Warn("read downloading file", "key", t.key, "chunk", e.Addr, "err", err)
 		}
-		// The download's own checks will fail it; the store has the chunk.
-		c.log.Warn("read downloading file", "key", t.key, "chunk", e.Addr, "err", err)
 	}
-	t.startDownload()
-	if c.cfg.Miss == NotFound {
+	// Admission follows the read: a read that proves the store's copy
+	// corrupt keeps the file from being downloaded.
+	defer t.missed(int64(e.Length))
+	if t.env.cfg.Miss == NotFound {
 		return nil, api.TierStore, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.StoreTimeout)
-	defer cancel()
-	n, err := c.cfg.Store.ReadAt(rctx, t.key, stored, int64(e.Offset))
-	c.metrics.storeRead(n)
-	if err != nil {
+	if _, err := (storeFile{t.env, t.key}).ReadAt(stored, int64(e.Offset)); err != nil {
 		return nil, 0, storeErr(err, "read chunk %s from %s", e.Addr, t.key)
 	}
-	data, err := t.idx.Decode(e, stored)
-	return data, api.TierStore, err
+	data, err := t.prove(e, stored)
+	if err != nil {
+		return nil, 0, t.corruptInStore(err)
+	}
+	return data, api.TierStore, nil
 }
 
-// localFailed handles a read of the local copy that failed (r, with err).
-// A record that fails its check, or a file shorter than its index says,
-// may mean the copy went bad after its download was verified (bit rot, a
-// truncating crash of another tool, a hand edit). The same range is read
-// from the store and decoded to be sure: if the store's bytes pass, the
-// copy is dropped, so this read and later ones go to the store and the
-// next miss downloads the file again; if they fail too, the fault is not
-// the copy's (an archive dictionary that failed when it was loaded, say)
-// and the file is kept. Any other error (a closed file at shutdown, EIO)
-// only sends this read to the store.
-func (t *table) localFailed(ctx context.Context, cf *cachedFile, r tablefile.Range, err error) {
-	if !errors.Is(err, tablefile.ErrCorrupt) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.c.log.Warn("read cached file", "key", t.key, "err", err)
-		return
-	}
-	buf := make([]byte, r.Length)
-	rctx, cancel := context.WithTimeout(ctx, t.c.cfg.StoreTimeout)
-	n, serr := t.c.cfg.Store.ReadAt(rctx, t.key, buf, int64(r.Offset))
-	cancel()
-	t.c.metrics.storeRead(n)
-	if serr != nil {
-		t.c.log.Warn("cached table file failed a check; the store could not be read to confirm", "key", t.key, "err", err, "store", serr)
-		return
-	}
-	for _, e := range r.Entries {
-		if _, derr := t.idx.Decode(e, buf[e.Offset-r.Offset:e.End()-r.Offset]); derr != nil {
-			t.c.log.Warn("chunk fails its check from the store too; keeping the cached file", "key", t.key, "chunk", e.Addr, "err", derr)
-			return
-		}
-	}
-	if t.c.disk.drop(cf) { // once per file, not per reader that saw it
-		t.c.log.Error("cached table file failed a check the store's copy passes; dropped it, reading from the store", "key", t.key, "err", err)
-		t.c.metrics.corrupt.Inc()
-	}
+var errNotArrived = errors.New("not downloaded yet")
+
+// corruptInStore handles a chunk whose bytes from the store fail their
+// proof: the object is corrupt or forged. It is never downloaded (its
+// download could only fail), and the read is an error.
+func (t *table) corruptInStore(err error) error {
 	t.mu.Lock()
-	if t.file == cf {
-		t.file = nil
+	first := t.adm.never == nil
+	if first {
+		t.adm.never = err
 	}
 	t.mu.Unlock()
+	if first {
+		t.env.metrics.storeCorrupt.Inc()
+		t.env.log.Error("a chunk read from the store fails its proof: the object is corrupt; its chunks are served only when they prove themselves, and it is never downloaded", "db", t.db, "key", t.key, "err", err)
+	}
+	return errorf(KindCorrupt, err, "%s in the store", t.key)
+}
+
+// localFailed handles a read of the verified local copy that failed. A
+// record that fails its check (CRC-32C against the record or the copy's
+// sums), or a file shorter than its index says, means the copy changed
+// since it was verified (bit rot, another tool, a hand edit): it is
+// dropped (once, whoever sees it first), counted and logged, what it may
+// have put in memory is forgotten, and this read and later ones go to the
+// store until the file is downloaded again. Any other error (EIO, say)
+// only sends this read to the store.
+func (t *table) localFailed(lc *localCopy, err error) {
+	if !errors.Is(err, tablefile.ErrCorrupt) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.env.log.Warn("read cached file", "key", t.key, "err", err)
+		return
+	}
+	t.forgetLocal(lc)
+	if !t.env.disk.drop(lc.cf) {
+		return
+	}
+	t.env.metrics.corrupt.Inc()
+	t.env.log.Error("cached table file fails its check; dropped it, reading from the store", "db", t.db, "key", t.key, "err", err)
+	// Every chunk in memory was proven on its way in, so none of this
+	// file's can be wrong; forgetting them is a second line of defence.
+	for _, e := range t.idx.Entries() {
+		t.env.mem.forget(e.Addr)
+	}
+}
+
+// chunkRead is one chunk read from a local file, passed on after the file
+// is released.
+type chunkRead struct {
+	e    tablefile.Entry
+	data []byte
+}
+
+// readRanges reads entries from r in merged ranges and decodes each with
+// decode, stopping at the first range that fails (a range is all or
+// nothing): it returns what it read and the entries it did not.
+func (t *table) readRanges(r io.ReaderAt, entries []tablefile.Entry, decode func(tablefile.Entry, []byte) ([]byte, error)) (got []chunkRead, rest []tablefile.Entry, err error) {
+	ranges := tablefile.MergeRanges(entries, 0, 1<<20)
+	for i, rg := range ranges {
+		buf := make([]byte, rg.Length)
+		_, err = r.ReadAt(buf, int64(rg.Offset))
+		t.env.metrics.diskReads.Inc()
+		reads := make([]chunkRead, 0, len(rg.Entries))
+		for _, e := range rg.Entries {
+			if err != nil {
+				break
+			}
+			var data []byte
+			data, err = decode(e, buf[e.Offset-rg.Offset:e.End()-rg.Offset])
+			reads = append(reads, chunkRead{e, data})
+		}
+		if err != nil {
+			for _, r := range ranges[i:] {
+				rest = append(rest, r.Entries...)
+			}
+			return got, rest, err
+		}
+		got = append(got, reads...)
+	}
+	return got, nil, nil
 }
 
 // readMany reads entries of this file, merging nearby records into single
 // reads: adjacent ones on disk, up to 64 KiB apart from the store, whose
 // round trips cost far more than the bytes. fn gets nil data for misses
 // under the NotFound policy. Records that fail their checks on local disk
-// are read from the store instead.
-func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entry, fn func(e tablefile.Entry, data []byte, tier api.Tier) error) error {
-	var local, partial, remote []tablefile.Entry
-	var dl *download // the download partial was measured against
-	cf := t.acquire()
-	if cf != nil {
-		defer cf.release()
-		local = entries
-	} else if dl = t.download(); dl != nil {
+// are read from the store instead. Local files are released before fn is
+// called: a client that reads its answer slowly pins nothing.
+func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func(e tablefile.Entry, data []byte, tier api.Tier) error) error {
+	var (
+		got    []chunkRead
+		tier   api.Tier
+		remote = entries
+	)
+	if lc := t.acquireLocal(); lc != nil {
+		var err error
+		got, remote, err = t.readRanges(lc.cf, entries, lc.view.Decode)
+		lc.cf.release()
+		tier = api.TierDisk
+		if err != nil {
+			t.localFailed(lc, err)
+		}
+	} else if dl := t.acquireDownload(); dl != nil {
 		arrived := uint64(dl.arrived.Load())
+		var partial []tablefile.Entry
+		remote = nil
 		for _, e := range entries {
 			if e.End() <= arrived {
 				partial = append(partial, e)
@@ -228,90 +316,32 @@ func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entr
 				remote = append(remote, e)
 			}
 		}
-	} else {
-		remote = entries
-	}
-	// decode checks every record of a read before fn sees any of them, so
-	// a range that fails can go to the store whole.
-	decode := func(r tablefile.Range, buf []byte) ([][]byte, error) {
-		out := make([][]byte, len(r.Entries))
-		for i, e := range r.Entries {
-			data, err := t.idx.Decode(e, buf[e.Offset-r.Offset:e.End()-r.Offset])
-			if err != nil {
-				return nil, err
-			}
-			out[i] = data
-		}
-		return out, nil
-	}
-	emit := func(r tablefile.Range, buf []byte, tier api.Tier) error {
-		datas, err := decode(r, buf)
-		if err != nil {
-			return err
-		}
-		for i, e := range r.Entries {
-			if err := fn(e, datas[i], tier); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// readLocal reads one range from f and passes it on, or returns false
-	// when the range must come from the store.
-	readLocal := func(f *os.File, r tablefile.Range, tier api.Tier) (bool, error) {
-		buf := make([]byte, r.Length)
-		_, err := f.ReadAt(buf, int64(r.Offset))
-		c.metrics.diskReads.Inc()
-		var datas [][]byte
-		if err == nil {
-			datas, err = decode(r, buf)
-		}
-		if err != nil {
-			if tier == api.TierDisk {
-				t.localFailed(ctx, cf, r, err)
-			} else {
-				c.log.Warn("read downloading file", "key", t.key, "err", err)
-			}
-			return false, nil
-		}
-		for i, e := range r.Entries {
-			if err := fn(e, datas[i], tier); err != nil {
-				return true, err
-			}
-		}
-		return true, nil
-	}
-	ranges := tablefile.MergeRanges(local, 0, 1<<20)
-	for i, r := range ranges {
-		ok, err := readLocal(cf.f, r, api.TierDisk)
-		if err != nil {
-			return err
-		}
-		if !ok { // a range failed: the rest comes from the store
-			for _, r := range ranges[i:] {
-				remote = append(remote, r.Entries...)
-			}
-			break
-		}
-	}
-	if len(partial) > 0 {
 		// The same download whose arrived mark chose these entries: its
-		// file holds their bytes (a later download's may not yet).
-		for _, r := range tablefile.MergeRanges(partial, 0, 1<<20) {
-			ok, err := readLocal(dl.f, r, api.TierPartial)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				remote = append(remote, r.Entries...)
-			}
+		// file holds their bytes.
+		var rest []tablefile.Entry
+		var err error
+		got, rest, err = t.readRanges(dl.f, partial, t.prove)
+		t.releaseDownload(dl)
+		tier = api.TierPartial
+		if err != nil {
+			t.env.log.Warn("read downloading file", "key", t.key, "err", err)
+		}
+		remote = append(remote, rest...)
+	}
+	for _, r := range got {
+		if err := fn(r.e, r.data, tier); err != nil {
+			return err
 		}
 	}
 	if len(remote) == 0 {
 		return nil
 	}
-	t.startDownload()
-	if c.cfg.Miss == NotFound {
+	var n int64
+	for _, e := range remote {
+		n += int64(e.Length)
+	}
+	defer t.missed(n) // after the read (see read)
+	if t.env.cfg.Miss == NotFound {
 		for _, e := range remote {
 			if err := fn(e, nil, api.TierStore); err != nil {
 				return err
@@ -319,13 +349,15 @@ func (t *table) readMany(ctx context.Context, c *Cache, entries []tablefile.Entr
 		}
 		return nil
 	}
-	return t.readRemote(ctx, c, remote, emit)
+	return t.readRemote(ctx, remote, fn)
 }
 
-// readRemote reads merged ranges from the store, up to 8 at once.
-func (t *table) readRemote(ctx context.Context, c *Cache, entries []tablefile.Entry, emit func(tablefile.Range, []byte, api.Tier) error) error {
+// readRemote reads merged ranges from the store, up to 8 at once, and
+// proves every chunk before fn sees it.
+func (t *table) readRemote(ctx context.Context, entries []tablefile.Entry, fn func(e tablefile.Entry, data []byte, tier api.Tier) error) error {
+	e := t.env
 	ranges := tablefile.MergeRanges(entries, 64<<10, 4<<20)
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.StoreTimeout)
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
 	defer cancel()
 	type result struct {
 		r   tablefile.Range
@@ -339,8 +371,8 @@ func (t *table) readRemote(ctx context.Context, c *Cache, entries []tablefile.En
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			buf := make([]byte, r.Length)
-			n, err := c.cfg.Store.ReadAt(rctx, t.key, buf, int64(r.Offset))
-			c.metrics.storeRead(n)
+			n, err := e.store.ReadAt(rctx, t.key, buf, int64(r.Offset))
+			e.metrics.storeRead(n)
 			results <- result{r, buf, err}
 		}(r)
 	}
@@ -355,9 +387,17 @@ func (t *table) readRemote(ctx context.Context, c *Cache, entries []tablefile.En
 			cancel()
 			continue
 		}
-		if err := emit(res.r, res.buf, api.TierStore); err != nil {
-			firstErr = err
-			cancel()
+		for _, en := range res.r.Entries {
+			data, err := t.prove(en, res.buf[en.Offset-res.r.Offset:en.End()-res.r.Offset])
+			if err != nil {
+				firstErr = t.corruptInStore(err)
+			} else {
+				firstErr = fn(en, data, api.TierStore)
+			}
+			if firstErr != nil {
+				cancel()
+				break
+			}
 		}
 	}
 	return firstErr
@@ -368,7 +408,7 @@ func (t *table) info() api.TableInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
-	case t.file != nil && !t.file.isEvicted():
+	case t.local != nil && !t.local.cf.isEvicted():
 		ti.State, ti.Downloaded = "cached", t.size
 	case t.dl != nil:
 		ti.State, ti.Downloaded = "downloading", t.dl.arrived.Load()

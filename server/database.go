@@ -1,0 +1,262 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/manifest"
+	"github.com/chunkd/chunkd/store"
+	"github.com/chunkd/chunkd/tablefile"
+	"golang.org/x/sync/singleflight"
+)
+
+// database is one database the service has seen: its manifest and the
+// in-memory indexes of all its table files.
+type database struct {
+	env  *env
+	name string
+	mdb  *manifest.DB
+
+	mu     sync.RWMutex
+	root   addr.Addr
+	tables []*table // appendix files first: a miss prefers to download them
+	byName map[string]*table
+	// loadedAt is when the manifest was last read; zero while the
+	// database is built from its saved state only (state.go), which is
+	// never enough to call a chunk absent.
+	loadedAt time.Time
+	// missing counts table files the database has but the service could
+	// not open: files not on disk when it was built from its saved state,
+	// or files whose index is unreadable. Until a refresh opens them, a
+	// chunk found in no file is unknown, not absent, and find returns
+	// missingErr.
+	missing    int
+	missingErr error
+
+	refreshes singleflight.Group // manifest reads, one at a time
+
+	stateMu sync.Mutex
+	saved   []byte // the state last saved (saveState)
+}
+
+// loadDatabase loads database name. When the cache directory has its
+// saved state and some of its files, it is served from those at once
+// while the manifest is read in the background (a restart does not wait
+// on the store, and a store that is down or denies access leaves the
+// files on disk readable); otherwise its manifest is read first.
+func loadDatabase(e *env, name string) (*database, error) {
+	mdb, err := manifest.Open(e.ctx, e.store, name)
+	if err != nil {
+		return nil, errorf(KindBadRequest, err, "database %q", name)
+	}
+	d := &database{env: e, name: name, mdb: mdb, byName: map[string]*table{}}
+	serr := d.loadSaved()
+	if serr == nil && len(d.tables) > 0 {
+		e.log.Info("serving the database's files on disk from its saved state; reading its manifest", "db", name, "files", len(d.tables), "not on disk", d.missing)
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			if err := d.refreshShared(e.ctx); err != nil && e.ctx.Err() == nil {
+				e.log.Warn("database manifest not read: serving its files on disk", "db", name, "err", err)
+			}
+		}()
+		return d, nil
+	}
+	if err := d.refresh(e.ctx); err != nil {
+		if serr == nil && isStoreFailure(err) {
+			e.log.Warn("store failing: serving the database from its saved state", "db", name, "files", len(d.tables), "not on disk", d.missing, "err", err)
+			return d, nil
+		}
+		if serr != nil && !errors.Is(serr, errNoState) {
+			e.log.Warn("saved database state not used", "db", name, "err", serr)
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// isStoreFailure reports whether err says the store could not be asked:
+// unreachable, or denying access.
+func isStoreFailure(err error) bool {
+	k := kindOf(err)
+	return k == KindStoreUnreachable || k == KindStoreDenied
+}
+
+// refreshShared reads the manifest again unless it is fresh, once for all
+// concurrent callers; a caller whose ctx ends stops waiting.
+func (d *database) refreshShared(ctx context.Context) error {
+	ch := d.refreshes.DoChan("", func() (any, error) {
+		if d.fresh() {
+			return nil, nil
+		}
+		return nil, d.refresh(d.env.ctx)
+	})
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return errorf(KindCanceled, ctx.Err(), "database %q: waiting for its manifest", d.name)
+	}
+}
+
+func (d *database) fresh() bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return !d.loadedAt.IsZero() && time.Since(d.loadedAt) < d.env.cfg.ManifestTTL
+}
+
+// refresh reads the manifest again and opens the indexes of any files it
+// has not seen. Indexes of files it already knows are kept.
+//
+// Each store request has its own deadline (StoreTimeout), not the load as
+// a whole: a database of a thousand files takes many round trips.
+func (d *database) refresh(ctx context.Context) error {
+	e := d.env
+	mctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
+	m, _, err := d.mdb.Load(mctx)
+	cancel()
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errorf(KindUnknownDB, nil, "unknown database %q: no manifest in %s", d.name, e.store)
+		}
+		return storeErr(err, "load database %q", d.name)
+	}
+	appendix := map[string]bool{}
+	for _, n := range m.Appendix {
+		appendix[n] = true
+	}
+	d.mu.RLock()
+	known := d.byName
+	d.mu.RUnlock()
+
+	var (
+		wg          sync.WaitGroup
+		sem         = make(chan struct{}, 8)
+		errMu       sync.Mutex
+		firstErr    error
+		unreachable error
+		broken      int
+		opened      = make([]*table, len(m.Specs))
+	)
+	journals := 0
+	for i, spec := range m.Specs {
+		if manifest.IsJournal(spec.Name) {
+			journals++
+			continue // a local Dolt journal is not a table file
+		}
+		if t := known[spec.Name]; t != nil {
+			t.appendix.Store(appendix[spec.Name])
+			opened[i] = t
+			continue
+		}
+		wg.Add(1)
+		go func(i int, spec manifest.Spec) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t, err := openTable(ctx, d, spec.Name, appendix[spec.Name])
+			errMu.Lock()
+			defer errMu.Unlock()
+			if err != nil {
+				broken++
+				if firstErr == nil {
+					firstErr = err
+				}
+				if unreachable == nil && isStoreFailure(err) {
+					unreachable = err
+				}
+				return
+			}
+			opened[i] = t
+		}(i, spec)
+	}
+	wg.Wait()
+	// A store that cannot be asked fails the load (the next request tries
+	// again). A file that cannot be opened (corrupt, missing from the
+	// store) does not keep the others from being served, unless none can
+	// be.
+	if unreachable != nil {
+		return unreachable
+	}
+	var missingErr error
+	if broken > 0 {
+		if broken == len(m.Specs)-journals {
+			return firstErr
+		}
+		// Its own kind: the cause (a file missing from the store, say)
+		// must not turn "unknown" into a 404, which reads as "absent".
+		missingErr = errorf(KindUnknownChunk, nil, "database %q: %d of its table files could not be opened, and the chunk is in none of the others (first: %v)", d.name, broken, firstErr)
+		e.log.Error("table files of the database could not be opened; serving the others", "db", d.name, "files", broken, "first", firstErr)
+	}
+	tables := make([]*table, 0, len(opened))
+	byName := make(map[string]*table, len(opened))
+	for _, t := range opened {
+		if t != nil {
+			tables = append(tables, t)
+			byName[t.name] = t
+		}
+	}
+	d.publish(m.Root, tables, byName, broken, missingErr, time.Now())
+	d.saveState()
+	return nil
+}
+
+// publish replaces what the database serves.
+func (d *database) publish(root addr.Addr, tables []*table, byName map[string]*table, missing int, missingErr error, loadedAt time.Time) {
+	sort.SliceStable(tables, func(i, j int) bool { return tables[i].appendix.Load() && !tables[j].appendix.Load() })
+	d.mu.Lock()
+	d.root, d.tables, d.byName = root, tables, byName
+	d.missing, d.missingErr = missing, missingErr
+	d.loadedAt = loadedAt
+	d.mu.Unlock()
+}
+
+// find returns the file holding a and the chunk's entry, or a nil table
+// if the database does not hold it. No IO unless the manifest is stale,
+// and a chunk is absent only when the manifest is fresh and every one of
+// the database's files could be opened.
+func (d *database) find(ctx context.Context, a addr.Addr) (*table, tablefile.Entry, error) {
+	for attempt := 0; ; attempt++ {
+		d.mu.RLock()
+		tables, loadedAt, missing, missingErr := d.tables, d.loadedAt, d.missing, d.missingErr
+		d.mu.RUnlock()
+		for _, t := range tables {
+			if !t.idx.MayContain(a) {
+				continue
+			}
+			if e, ok := t.idx.Lookup(a); ok {
+				return t, e, nil
+			}
+		}
+		if attempt > 0 || (!loadedAt.IsZero() && time.Since(loadedAt) < d.env.cfg.ManifestTTL) {
+			if missing > 0 {
+				return nil, tablefile.Entry{}, fmt.Errorf("chunk %s: %w", a, missingErr)
+			}
+			if loadedAt.IsZero() {
+				return nil, tablefile.Entry{}, errorf(KindStoreUnreachable, nil, "chunk %s: database %q is served from its saved state until its manifest can be read", a, d.name)
+			}
+			return nil, tablefile.Entry{}, nil
+		}
+		// The database may have new files: read its manifest again, once
+		// for all concurrent misses.
+		if err := d.refreshShared(ctx); err != nil {
+			return nil, tablefile.Entry{}, err
+		}
+	}
+}
+
+func (d *database) info() api.DBInfo {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	info := api.DBInfo{Name: d.name, Root: d.root.String()}
+	for _, t := range d.tables {
+		info.Tables = append(info.Tables, t.info())
+	}
+	return info
+}
