@@ -121,7 +121,7 @@ func TestServiceTLSAndToken(t *testing.T) {
 
 			// Without the client certificate the handshake fails: the
 			// client reads from the store and says why.
-			c2 := open(t, Options{Store: s, DB: "db1", Service: url, Token: "s3cret", CAFile: f.CA, MemBytes: -1})
+			c2 := open(t, Options{Store: s, DB: "db1", Service: url, Token: "s3cret", CAFile: f.CA, MemBytes: -1, ServiceTimeout: -1})
 			getAll(t, c2, db, all[:1])
 			if st := c2.Stats(); st.Service.Chunks != 0 || st.Store.Chunks != 1 || st.ServiceErrors == 0 {
 				t.Fatalf("without a client certificate: %v", st)
