@@ -24,6 +24,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
 	"github.com/dustin/go-humanize"
@@ -51,7 +52,7 @@ type sqlDataset struct {
 	far      store.Store // the same with the emulated round trip
 	storeURL string      // far, as a child process opens it
 	rtt      time.Duration
-	imp      *sqlitevfs.ImportResult
+	imp      *sqlchunks.ImportResult
 	genTook  time.Duration
 	reused   bool
 }
@@ -83,7 +84,7 @@ func prepareSQLDataset(ctx context.Context, r *Runner, name, db string, rtt time
 		return nil, err
 	}
 	r.Logf("importing %s (%s) into %s", name, humanize.IBytes(uint64(ds.fileSize)), ds.storeDir)
-	ds.imp, err = sqlitevfs.Import(ctx, ds.plain, ds.file, sqlitevfs.ImportOptions{DB: db, Message: "chunkd bench", Appendix: true})
+	ds.imp, err = sqlchunks.Import(ctx, ds.plain, ds.file, sqlchunks.ImportOptions{DB: db, Message: "chunkd bench", Appendix: true})
 	if err != nil {
 		ds.plain.Close()
 		return nil, err
@@ -179,7 +180,7 @@ func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := sqlitevfs.Head(ctx, c)
+	root, err := sqlchunks.Head(ctx, c)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -190,7 +191,7 @@ func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
 			return nil, err
 		}
 	}
-	d, err := sqlitevfs.OpenVersion(ctx, c, root, sqlitevfs.PagesOptions{}, o.sqlite)
+	d, err := sqlchunks.OpenVersion(ctx, c, root, o.sqlite)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -201,7 +202,7 @@ func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
 // prewarm reads every page of version root through c, so that its memory
 // tier holds as many as fit.
 func prewarm(ctx context.Context, c *client.Client, root addr.Addr) error {
-	p, err := sqlitevfs.OpenPages(ctx, c, root, sqlitevfs.PagesOptions{})
+	p, err := sqlchunks.OpenPages(ctx, c, root)
 	if err != nil {
 		return err
 	}

@@ -13,10 +13,6 @@ import (
 	"runtime/cgo"
 	"sync"
 	"unsafe"
-
-	// The SQLite library the shim registers with, and the database/sql
-	// driver Open returns connections of.
-	_ "github.com/mattn/go-sqlite3"
 )
 
 // SQLite result codes and flags the Go side of the VFS uses
@@ -74,21 +70,12 @@ func goOpen(name *C.char, flags C.int, outFlags *C.int, handle *C.uintptr_t, dev
 	if r == nil {
 		return sqliteCantOpen
 	}
-	f := &dbFile{reg: r, window: uriInt(name, readAheadParam, maxReadAhead)}
+	f := &dbFile{reg: r}
 	*outFlags = C.int(flags&^openReadWrite | openReadOnly)
 	*devchar = iocapImmutable
 	*sector = C.int(r.pageSize)
 	*handle = C.uintptr_t(cgo.NewHandle(f))
 	return sqliteOK
-}
-
-// uriInt returns the integer URI parameter param of the database file
-// name SQLite passed to xOpen, clamped to [0, limit]; 0 if absent.
-func uriInt(name *C.char, param string, limit int) int {
-	p := C.CString(param)
-	defer C.free(unsafe.Pointer(p))
-	v := C.sqlite3_uri_int64(name, p, 0)
-	return int(max(0, min(int64(v), int64(limit))))
 }
 
 //export goClose

@@ -14,20 +14,7 @@ var errShortRead = errors.New("sqlitevfs: short read")
 type dbFile struct {
 	reg     *registration
 	scratch []byte // two pages, for the partial pages at either end of a read
-
-	// Sequential read-ahead (when the pages are a PageRanger and the
-	// window is above 1): after a run of reads of consecutive pages, the
-	// next read fetches window pages with one ReadPages call into ahead.
-	window    int
-	last      int64 // page of the previous whole-page read
-	run       int   // consecutive-page reads so far
-	ahead     []byte
-	aheadFrom int64 // first page held in ahead
-	aheadN    int64 // pages held in ahead
 }
-
-// seqRun is how many consecutive-page reads start read-ahead.
-const seqRun = 2
 
 func (f *dbFile) size() int64 { return f.reg.pageCount * int64(f.reg.pageSize) }
 
@@ -69,9 +56,11 @@ func (f *dbFile) fill(p []byte, off int64) error {
 	first := off/ps + 1
 	last := (off+int64(len(p))-1)/ps + 1
 
+	r.pagesRead.Add(last - first + 1)
+
 	// The common case: exactly one whole page.
 	if first == last && off%ps == 0 && int64(len(p)) == ps {
-		return f.wholePage(first, p)
+		return f.readPage(first, p)
 	}
 
 	// Target buffers, one per page: the caller's memory where a page is
@@ -113,42 +102,8 @@ func (f *dbFile) scratchPage(head bool) []byte {
 	return f.scratch[ps:]
 }
 
-// wholePage reads page n into p, through the read-ahead window.
-func (f *dbFile) wholePage(n int64, p []byte) error {
-	if n >= f.aheadFrom && n < f.aheadFrom+f.aheadN {
-		ps := int64(f.reg.pageSize)
-		copy(p, f.ahead[(n-f.aheadFrom)*ps:])
-		f.last = n
-		return nil
-	}
-	if n == f.last+1 {
-		f.run++
-	} else {
-		f.run = 0
-	}
-	f.last = n
-	r := f.reg
-	if r.ranger == nil || f.window < 2 || f.run < seqRun {
-		return f.readPage(n, p)
-	}
-	w := min(int64(f.window), r.pageCount-n+1)
-	ps := r.pageSize
-	if f.ahead == nil {
-		f.ahead = make([]byte, f.window*ps)
-	}
-	bufs := make([][]byte, w)
-	for i := range bufs {
-		bufs[i] = f.ahead[i*ps : (i+1)*ps]
-	}
-	f.aheadN = 0
-	if err := f.readPages(n, bufs); err != nil {
-		return err
-	}
-	f.aheadFrom, f.aheadN = n, w
-	copy(p, bufs[0])
-	return nil
-}
-
+// readPage reads page n into p, through the read-ahead layer if there is
+// one.
 func (f *dbFile) readPage(n int64, p []byte) error {
 	r := f.reg
 	if err := r.pages.ReadPage(r.ctx, n, p); err != nil {
@@ -157,6 +112,8 @@ func (f *dbFile) readPage(n int64, p []byte) error {
 	return nil
 }
 
+// readPages reads the pages of a read that spans several, with one
+// ReadPages call if the source has it.
 func (f *dbFile) readPages(first int64, bufs [][]byte) error {
 	r := f.reg
 	if len(bufs) == 1 {

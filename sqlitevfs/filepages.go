@@ -8,8 +8,9 @@ import (
 	"os"
 )
 
-// FilePages serves the pages of an SQLite database file, for tests and
-// local use. It implements Pages and PageRanger.
+// FilePages serves the pages of an SQLite database file, page by page with
+// pread. It implements Pages only: the kernel reads a local file ahead
+// better than a second read-ahead layer would.
 type FilePages struct {
 	f         *os.File
 	pageSize  int
@@ -60,14 +61,4 @@ func (fp *FilePages) ReadPage(ctx context.Context, n int64, p []byte) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// ReadPages implements PageRanger.
-func (fp *FilePages) ReadPages(ctx context.Context, first int64, ps [][]byte) error {
-	for i, p := range ps {
-		if err := fp.ReadPage(ctx, first+int64(i), p); err != nil {
-			return err
-		}
-	}
-	return nil
 }

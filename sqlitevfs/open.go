@@ -1,7 +1,6 @@
 package sqlitevfs
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -11,23 +10,18 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/chunkd/chunkd/addr"
-	"github.com/chunkd/chunkd/client"
 )
 
 // DB is a database image registered under a name of its own and opened
 // read-only: a *sql.DB whose Close also unregisters the image and releases
-// what the opener opened (the file of OpenFile). OpenFile, OpenVersion and
-// OpenImage make one; they are the Register-Open-Unregister sequence that
-// every reader of this package otherwise writes for itself.
-//
-// It also counts the pages SQLite reads through the VFS, over all its
-// connections: SQLite's page-cache misses (PageReads).
+// what the opener opened (the file of OpenFile). OpenFile and OpenImage
+// (and sqlchunks.OpenVersion) make one; they are the
+// Register-Open-Unregister sequence that every reader of this package
+// otherwise writes for itself.
 type DB struct {
 	*sql.DB
-	name  string
-	pages *countedPages
+	name string
+	reg  *registration
 
 	closeOnce sync.Once
 	closeErr  error
@@ -38,29 +32,28 @@ type DB struct {
 var openSeq atomic.Uint64
 
 // OpenImage registers p under a new name made from label (any text that
-// says what the image is: a path, a database and version) and opens it
-// with o (nil for the defaults). The DB does not own p: p must stay
-// readable until Close.
+// says what the image is: a path, a database and version) with options o
+// (nil for the defaults), and opens it. The DB does not own p: p must
+// stay readable until Close; Cleanup adds what Close should release.
 func OpenImage(label string, p Pages, o *Options) (*DB, error) {
 	name := fmt.Sprintf("%s#%d", label, openSeq.Add(1))
 	if len(name) > maxName {
 		name = fmt.Sprintf("%s…#%d", label[:maxName/2], openSeq.Add(1))
 	}
-	cp := &countedPages{Pages: p}
-	var reg Pages = cp
-	if r, ok := p.(PageRanger); ok {
-		reg = countedRanger{cp, r}
-	}
-	if err := Register(name, reg); err != nil {
+	if err := Register(name, p, o); err != nil {
 		return nil, err
 	}
-	db, err := Open(name, o)
+	db, err := Open(name)
 	if err != nil {
 		Unregister(name)
 		return nil, err
 	}
-	return &DB{DB: db, name: name, pages: cp}, nil
+	return &DB{DB: db, name: name, reg: lookup(name)}, nil
 }
+
+// Cleanup adds fn to what Close calls after unregistering the image (the
+// last added first).
+func (d *DB) Cleanup(fn func() error) { d.cleanup = append(d.cleanup, fn) }
 
 // OpenFile opens a plain local SQLite database file read-only through the
 // VFS, page by page with pread (FilePages), so that it differs from a
@@ -96,7 +89,7 @@ func OpenFile(path string, o *Options) (*DB, error) {
 		f.Close()
 		return nil, err
 	}
-	d.cleanup = append(d.cleanup, f.Close)
+	d.Cleanup(f.Close)
 	return d, nil
 }
 
@@ -116,24 +109,12 @@ func hotJournal(path string) bool {
 	return magic == [8]byte{0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7}
 }
 
-// OpenVersion opens version root of the chunkd SQLite database that c
-// reads (sqlitevfs.Head(ctx, c) is the latest), its pages read through c's
-// tiers with po (OpenPages). The DB does not own c: close the DB first,
-// then c.
-func OpenVersion(ctx context.Context, c *client.Client, root addr.Addr, po PagesOptions, o *Options) (*DB, error) {
-	p, err := OpenPages(ctx, c, root, po)
-	if err != nil {
-		return nil, err
-	}
-	return OpenImage(c.DB()+"@"+root.String(), p, o)
-}
-
 // Name returns the name the image is registered under (for LastReadError).
 func (d *DB) Name() string { return d.name }
 
 // PageReads returns how many pages SQLite has read through the VFS so far,
 // over all the DB's connections: the misses of SQLite's own page caches.
-func (d *DB) PageReads() int64 { return d.pages.n.Load() }
+func (d *DB) PageReads() int64 { return d.reg.pagesRead.Load() }
 
 // QueryError adds the page source's own error to SQLite's generic "disk
 // I/O error", which is all a failed page read otherwise reports.
@@ -158,26 +139,4 @@ func (d *DB) Close() error {
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr
-}
-
-// countedPages counts the pages read from a Pages.
-type countedPages struct {
-	Pages
-	n atomic.Int64
-}
-
-func (c *countedPages) ReadPage(ctx context.Context, n int64, p []byte) error {
-	c.n.Add(1)
-	return c.Pages.ReadPage(ctx, n, p)
-}
-
-// countedRanger is a countedPages over a PageRanger, and one itself.
-type countedRanger struct {
-	*countedPages
-	ranger PageRanger
-}
-
-func (c countedRanger) ReadPages(ctx context.Context, first int64, ps [][]byte) error {
-	c.n.Add(int64(len(ps)))
-	return c.ranger.ReadPages(ctx, first, ps)
 }

@@ -63,7 +63,6 @@ struct sqlite3_vfs {
 
 sqlite3_vfs *sqlite3_vfs_find(const char *zVfsName);
 int sqlite3_vfs_register(sqlite3_vfs *, int makeDflt);
-sqlite3_int64 sqlite3_uri_int64(const char *zFilename, const char *zParam, sqlite3_int64 dflt);
 
 /* Result codes used by the shim. */
 #define CHUNKD_SQLITE_OK 0

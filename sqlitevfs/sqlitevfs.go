@@ -5,7 +5,11 @@
 // under a name, Open returns a *sql.DB that reads it through the VFS
 // registered with SQLite as "chunkd", and Unregister takes it away. Any
 // number of images can be registered at once, each with its own Pages;
-// connections to one never see pages of another.
+// connections to one never see pages of another. OpenImage does all three
+// for one image, OpenFile for a local database file.
+//
+// The package knows nothing of where pages come from: a local file
+// (FilePages), chunks in an object store (package sqlchunks), anything.
 //
 // Databases are opened read-only and immutable (mode=ro&immutable=1):
 // SQLite takes no locks, looks for no journal or WAL, and refuses every
@@ -21,7 +25,11 @@
 // reads of pages 1..PageCount.
 //
 // Each SQLite connection (each connection of a *sql.DB pool) keeps its own
-// page cache, 2000 KiB unless Options.CacheKiB says otherwise. The VFS
+// page cache, 2000 KiB unless Options.CacheKiB says otherwise. When the
+// Pages is also a PageRanger, sequential reads are fetched ahead in
+// batches shared by all connections to the image (Options.ReadAhead), so a
+// source with a high cost per request (a network round trip) pays it once
+// per batch rather than once per page. The VFS
 // offers SQLite no memory mapping (its file methods are version 1, without
 // xFetch), so PRAGMA mmap_size has no effect and there is nothing to turn
 // off.
@@ -49,10 +57,10 @@ import (
 // VFSName is the name the VFS is registered with in SQLite.
 const VFSName = "chunkd"
 
-// readAheadParam is the URI parameter carrying Options.ReadAheadPages.
-const readAheadParam = "chunkd_readahead"
+// DefaultReadAhead is the default Options.ReadAhead.
+const DefaultReadAhead = 64
 
-// maxReadAhead caps Options.ReadAheadPages.
+// maxReadAhead caps Options.ReadAhead.
 const maxReadAhead = 1024
 
 // maxName is the longest database name SQLite will pass to the VFS.
@@ -76,12 +84,15 @@ type Pages interface {
 }
 
 // PageRanger is an optional interface of Pages for reading several
-// consecutive pages at once. The VFS uses it, when the Pages has it, for
-// sequential read-ahead (see Options.ReadAheadPages) and for the rare
-// SQLite read that spans more than one page.
+// consecutive pages at once, for a source where one request for many pages
+// costs much less than many requests for one. The VFS uses it, when the
+// Pages has it, for sequential read-ahead (see Options.ReadAhead) and for
+// the rare SQLite read that spans more than one page.
 type PageRanger interface {
 	// ReadPages reads pages first, first+1, ..., first+len(ps)-1 into
-	// ps[0], ps[1], ...; each len(ps[i]) == PageSize().
+	// ps[0], ps[1], ...; each len(ps[i]) == PageSize(). It is called from
+	// a background goroutine too (prefetching the next batch), with a
+	// context that ends at Unregister.
 	ReadPages(ctx context.Context, first int64, ps [][]byte) error
 }
 
@@ -103,14 +114,16 @@ var (
 // registration is one registered image.
 type registration struct {
 	name      string
-	pages     Pages
-	ranger    PageRanger // pages as a PageRanger, or nil
+	pages     Pages      // the source, or the read-ahead layer over it
+	ranger    PageRanger // the source as a PageRanger, or nil
 	pageSize  int
 	pageCount int64
+	opts      Options
 	ctx       context.Context // canceled by Unregister
 	cancel    context.CancelFunc
 	gone      atomic.Bool // set by Unregister
 	lastErr   atomic.Pointer[error]
+	pagesRead atomic.Int64 // pages SQLite read (its page caches' misses)
 }
 
 func (r *registration) setErr(err error) { r.lastErr.Store(&err) }
@@ -126,11 +139,12 @@ func lookup(name string) *registration {
 	return registry[name]
 }
 
-// Register makes p available under name for Open. The page size and page
-// count are read once, now: the image must not change while registered.
-// Names are opaque keys (any non-empty string of at most 1024 bytes
-// without NUL), not file paths.
-func Register(name string, p Pages) error {
+// Register makes p available under name for Open, with options o (nil for
+// the defaults) for every connection to it. The page size and page count
+// are read once, now: the image must not change while registered. Names
+// are opaque keys (any non-empty string of at most 1024 bytes without
+// NUL), not file paths.
+func Register(name string, p Pages, o *Options) error {
 	if name == "" || len(name) > maxName || strings.IndexByte(name, 0) >= 0 {
 		return fmt.Errorf("sqlitevfs: bad database name %q", name)
 	}
@@ -142,13 +156,20 @@ func Register(name string, p Pages) error {
 		return err
 	}
 	r := &registration{name: name, pages: p, pageSize: ps, pageCount: n}
+	if o != nil {
+		r.opts = *o
+	}
 	r.ranger, _ = p.(PageRanger)
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	if size := r.opts.readAhead(); r.ranger != nil && size > 1 {
+		r.pages = newReadAhead(r.ctx, p, r.ranger, size)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if registry[name] != nil {
+		r.cancel()
 		return fmt.Errorf("%w: %q", ErrExists, name)
 	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
 	registry[name] = r
 	return nil
 }
@@ -184,31 +205,42 @@ func LastReadError(name string) error {
 	return nil
 }
 
-// Options tune the connections Open makes. The zero value is fine.
+// Options tune how an image is read. The zero value is fine.
 type Options struct {
 	// CacheKiB sets SQLite's page cache per connection (PRAGMA
 	// cache_size=-CacheKiB). Zero keeps SQLite's default, 2000 KiB.
 	CacheKiB int
-	// ReadAheadPages, if above 1 and the Pages is a PageRanger, turns on
-	// sequential read-ahead: once a connection has read a few consecutive
-	// pages, its next read fetches this many pages in one ReadPages call
-	// and serves the following reads from them. Each connection keeps its
-	// own window of ReadAheadPages pages. Zero turns it off.
-	ReadAheadPages int
+	// ReadAhead applies when the Pages is a PageRanger: once SQLite reads
+	// page n right after page n-1 (on any connection to the image), the
+	// read fetches ReadAhead pages from n with one ReadPages call, and
+	// the next batch is fetched in the background when SQLite is half
+	// way through this one. A few recent batches are kept in memory, for
+	// all connections to the image, so the reads that follow are memory
+	// copies. 0 means DefaultReadAhead; negative or 1 turns it off.
+	ReadAhead int
+}
+
+// readAhead returns the batch size, 0 for none.
+func (o Options) readAhead() int {
+	switch {
+	case o.ReadAhead == 0:
+		return DefaultReadAhead
+	case o.ReadAhead < 2:
+		return 0
+	}
+	return min(o.ReadAhead, maxReadAhead)
 }
 
 // DSN returns the data source name for sql.Open(DriverName, ...) that opens
-// the database registered as name read-only through the VFS.
-func DSN(name string, opts *Options) string {
+// the database registered as name read-only through the VFS, with the
+// page cache its Options ask for.
+func DSN(name string) string {
 	var b strings.Builder
 	b.WriteString("file:")
 	b.WriteString(escapeName(name))
 	b.WriteString("?vfs=" + VFSName + "&mode=ro&immutable=1")
-	if opts != nil && opts.CacheKiB > 0 {
-		fmt.Fprintf(&b, "&_cache_size=%d", -opts.CacheKiB)
-	}
-	if opts != nil && opts.ReadAheadPages > 1 {
-		fmt.Fprintf(&b, "&%s=%d", readAheadParam, opts.ReadAheadPages)
+	if r := lookup(name); r != nil && r.opts.CacheKiB > 0 {
+		fmt.Fprintf(&b, "&_cache_size=%d", -r.opts.CacheKiB)
 	}
 	return b.String()
 }
@@ -216,11 +248,11 @@ func DSN(name string, opts *Options) string {
 // Open returns a *sql.DB for the database registered as name, read-only.
 // Each connection of the pool is an SQLite connection with its own page
 // cache. Close it before Unregister.
-func Open(name string, opts *Options) (*sql.DB, error) {
+func Open(name string) (*sql.DB, error) {
 	if lookup(name) == nil {
 		return nil, fmt.Errorf("%w: %q", ErrNotRegistered, name)
 	}
-	return sql.Open(DriverName, DSN(name, opts))
+	return sql.Open(DriverName, DSN(name))
 }
 
 // escapeName %-escapes everything but unreserved characters, so that an

@@ -5,7 +5,6 @@ package sqlitevfs
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -20,36 +19,16 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/chunkd/chunkd/gen"
+	"github.com/chunkd/chunkd/internal/sqltest"
 )
 
-// testDB generates a small corpus, adds a table of blobs (one larger than
-// several pages), and returns its path.
-func testDB(t testing.TB, seed int64, sentences int) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), fmt.Sprintf("db%d.sqlite", seed))
-	if err := gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: 2 * sentences, Seed: seed}); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open(DriverName, "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB)`); err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(uint64(seed), 1))
-	for i, n := range []int{10, 3000, 70000} {
-		b := make([]byte, n)
-		for j := range b {
-			b[j] = byte(r.Uint32())
-		}
-		if _, err := db.Exec(`INSERT INTO blobs VALUES (?, ?)`, i+1, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return path
-}
+// Shared with the other SQLite tests.
+var (
+	testDB  = sqltest.GenDB
+	result  = sqltest.Result
+	scanAll = sqltest.ScanAll
+	queries = sqltest.Queries
+)
 
 // filePages opens path as FilePages, closed at the end of the test.
 func filePages(t testing.TB, path string) *FilePages {
@@ -72,10 +51,10 @@ var nameSeq atomic.Int64
 func register(t testing.TB, p Pages, opts *Options) (string, *sql.DB) {
 	t.Helper()
 	name := fmt.Sprintf("test/%s/%d", t.Name(), nameSeq.Add(1))
-	if err := Register(name, p); err != nil {
+	if err := Register(name, p, opts); err != nil {
 		t.Fatal(err)
 	}
-	db, err := Open(name, opts)
+	db, err := Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,51 +63,6 @@ func register(t testing.TB, p Pages, opts *Options) (string, *sql.DB) {
 		Unregister(name)
 	})
 	return name, db
-}
-
-// result runs query and returns a digest of all rows, and the row count.
-func result(t testing.TB, db *sql.DB, query string) (string, int) {
-	t.Helper()
-	rows, err := db.Query(query)
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	h := sha256.New()
-	n := 0
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range vals {
-			fmt.Fprintf(h, "%T:%v|", v, v)
-		}
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return fmt.Sprintf("%x", h.Sum(nil)), n
-}
-
-var queries = []string{
-	gen.SeedQuery,
-	`SELECT Lang, count(*), sum(length(Text)), max(length(Text)) FROM sentences GROUP BY Lang ORDER BY Lang`,
-	`SELECT s.SentenceId, s.Lang, t.TranslationId FROM sentences s JOIN translations t ON t.SentenceId = s.SentenceId WHERE s.SentenceId % 97 = 1 ORDER BY s.SentenceId DESC, t.TranslationId`,
-	`SELECT SentenceId, Text FROM sentences ORDER BY length(Text) DESC, SentenceId LIMIT 25`,
-	`SELECT SentenceId FROM sentences ORDER BY Text || Text, SentenceId`,
-	`SELECT id, length(b), b FROM blobs ORDER BY id`,
-	`SELECT count(*) FROM translations t JOIN sentences s ON s.SentenceId = t.TranslationId WHERE s.Lang = 'eng'`,
-	`PRAGMA integrity_check`,
 }
 
 func TestSameResultsAsFile(t *testing.T) {
@@ -145,18 +79,19 @@ func TestSameResultsAsFile(t *testing.T) {
 		pages Pages
 		opts  *Options
 	}{
-		{"ranger", fp, nil},
-		{"pages-only", pagesOnly{fp}, nil},
+		{"pages", fp, nil},
+		{"ranger", &rangeCounter{FilePages: fp}, nil},
+		{"ranger-no-read-ahead", &rangeCounter{FilePages: fp}, &Options{ReadAhead: -1}},
 		// A tiny cache makes the ORDER BY sorter spill to temporary
 		// files.
 		{"small-cache", fp, &Options{CacheKiB: 64}},
-		{"read-ahead", fp, &Options{CacheKiB: 64, ReadAheadPages: 8}},
+		{"read-ahead", &rangeCounter{FilePages: fp}, &Options{CacheKiB: 64, ReadAhead: 8}},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			temps := tempOpens()
 			defer func() {
-				if v.opts != nil && tempOpens() == temps {
+				if v.opts != nil && v.opts.CacheKiB > 0 && tempOpens() == temps {
 					t.Error("no temporary file was opened")
 				}
 			}()
@@ -190,6 +125,29 @@ func TestSameResultsAsFile(t *testing.T) {
 
 // pagesOnly hides PageRanger.
 type pagesOnly struct{ Pages }
+
+// rangeCounter is a FilePages that is a PageRanger too, and counts the
+// calls reaching it.
+type rangeCounter struct {
+	*FilePages
+	pages, ranges, ranged atomic.Int64
+}
+
+func (c *rangeCounter) ReadPage(ctx context.Context, n int64, p []byte) error {
+	c.pages.Add(1)
+	return c.FilePages.ReadPage(ctx, n, p)
+}
+
+func (c *rangeCounter) ReadPages(ctx context.Context, first int64, ps [][]byte) error {
+	c.ranges.Add(1)
+	c.ranged.Add(int64(len(ps)))
+	for i, p := range ps {
+		if err := c.FilePages.ReadPage(ctx, first+int64(i), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func TestTemporaryFiles(t *testing.T) {
 	path := testDB(t, 2, 3000)
@@ -279,7 +237,13 @@ func TestConcurrentDatabasesDoNotMix(t *testing.T) {
 		}
 		plain.Close()
 		wants = append(wants, ws)
-		_, db := register(t, filePages(t, p), &Options{CacheKiB: 32})
+		// The second through the read-ahead layer, which its
+		// connections share.
+		var pages Pages = filePages(t, p)
+		if len(dbs) == 1 {
+			pages = &rangeCounter{FilePages: pages.(*FilePages)}
+		}
+		_, db := register(t, pages, &Options{CacheKiB: 32, ReadAhead: 8})
 		dbs = append(dbs, db)
 	}
 	if wants[0][0].rows == 0 || wants[0][1] == wants[1][1] {
@@ -356,23 +320,6 @@ func TestReadErrorsSurface(t *testing.T) {
 	}
 }
 
-func scanAll(db *sql.DB, q string) (bytes, rows int, err error) {
-	r, err := db.Query(q)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer r.Close()
-	for r.Next() {
-		var s sql.RawBytes
-		if err := r.Scan(&s); err != nil {
-			return 0, 0, err
-		}
-		bytes += len(s)
-		rows++
-	}
-	return bytes, rows, r.Err()
-}
-
 // TestUnalignedReads drives the VFS read path directly with reads that
 // start inside pages, span pages and run past the end.
 func TestUnalignedReads(t *testing.T) {
@@ -383,7 +330,7 @@ func TestUnalignedReads(t *testing.T) {
 	}
 	fp := filePages(t, path)
 	var calls atomic.Int64
-	for _, p := range []Pages{fp, pagesOnly{fp}, countingPages{fp, &calls}} {
+	for _, p := range []Pages{&rangeCounter{FilePages: fp}, fp, countingPages{fp, &calls}} {
 		r := &registration{name: "direct", pages: p, pageSize: p.PageSize(), pageCount: p.PageCount(), ctx: context.Background()}
 		r.ranger, _ = p.(PageRanger)
 		f := &dbFile{reg: r}
@@ -472,13 +419,13 @@ func TestRegistry(t *testing.T) {
 	path := testDB(t, 6, 200)
 	fp := filePages(t, path)
 	name := "odd name/with?query&chars #1 %41 ü"
-	if err := Register(name, fp); err != nil {
+	if err := Register(name, fp, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := Register(name, fp); !errors.Is(err, ErrExists) {
+	if err := Register(name, fp, nil); !errors.Is(err, ErrExists) {
 		t.Errorf("second Register: %v", err)
 	}
-	db, err := Open(name, nil)
+	db, err := Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,13 +440,13 @@ func TestRegistry(t *testing.T) {
 	if err := Unregister(name); !errors.Is(err, ErrNotRegistered) {
 		t.Errorf("second Unregister: %v", err)
 	}
-	if _, err := Open(name, nil); !errors.Is(err, ErrNotRegistered) {
+	if _, err := Open(name); !errors.Is(err, ErrNotRegistered) {
 		t.Errorf("Open after Unregister: %v", err)
 	}
 	// A DSN for a name no longer registered fails to open, and leaves
 	// other open databases alone.
 	_, other := register(t, fp, nil)
-	stale, err := sql.Open(DriverName, DSN(name, nil))
+	stale, err := sql.Open(DriverName, DSN(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,11 +459,11 @@ func TestRegistry(t *testing.T) {
 	}
 
 	for _, bad := range []string{"", "a\x00b", strings.Repeat("x", 2000)} {
-		if err := Register(bad, fp); err == nil {
+		if err := Register(bad, fp, nil); err == nil {
 			t.Errorf("Register(%q) succeeded", bad)
 		}
 	}
-	if err := Register("bad-geometry", badPages{}); !errors.Is(err, ErrBadPages) {
+	if err := Register("bad-geometry", badPages{}, nil); !errors.Is(err, ErrBadPages) {
 		t.Errorf("bad geometry: %v", err)
 	}
 }
@@ -531,10 +478,10 @@ func TestUnregisterWhileOpen(t *testing.T) {
 	path := testDB(t, 7, 3000)
 	fp := filePages(t, path)
 	name := "unregister-while-open"
-	if err := Register(name, fp); err != nil {
+	if err := Register(name, fp, &Options{CacheKiB: 16}); err != nil {
 		t.Fatal(err)
 	}
-	db, err := Open(name, &Options{CacheKiB: 16})
+	db, err := Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,23 +499,6 @@ func TestUnregisterWhileOpen(t *testing.T) {
 	}
 }
 
-// rangeCounter counts the calls reaching a FilePages.
-type rangeCounter struct {
-	*FilePages
-	pages, ranges, ranged atomic.Int64
-}
-
-func (c *rangeCounter) ReadPage(ctx context.Context, n int64, p []byte) error {
-	c.pages.Add(1)
-	return c.FilePages.ReadPage(ctx, n, p)
-}
-
-func (c *rangeCounter) ReadPages(ctx context.Context, first int64, ps [][]byte) error {
-	c.ranges.Add(1)
-	c.ranged.Add(int64(len(ps)))
-	return c.FilePages.ReadPages(ctx, first, ps)
-}
-
 func TestReadAhead(t *testing.T) {
 	path := testDB(t, 8, 5000)
 	const q = `SELECT count(*), sum(length(Text)) FROM sentences`
@@ -579,17 +509,17 @@ func TestReadAhead(t *testing.T) {
 	defer plain.Close()
 	want, _ := result(t, plain, q)
 
-	for _, window := range []int{0, 16} {
+	for _, window := range []int{-1, 16} {
 		t.Run(fmt.Sprint(window), func(t *testing.T) {
 			c := &rangeCounter{FilePages: filePages(t, path)}
-			_, db := register(t, c, &Options{ReadAheadPages: window})
+			_, db := register(t, c, &Options{ReadAhead: window})
 			if got, _ := result(t, db, q); got != want {
 				t.Fatal("results differ")
 			}
 			total := c.PageCount()
 			t.Logf("window %d: %d pages in file, %d ReadPage calls, %d ReadPages calls for %d pages",
 				window, total, c.pages.Load(), c.ranges.Load(), c.ranged.Load())
-			if window == 0 && c.ranges.Load() != 0 {
+			if window < 0 && c.ranges.Load() != 0 {
 				t.Error("ReadPages called without read-ahead")
 			}
 			if window > 0 {
@@ -627,7 +557,7 @@ func BenchmarkSeedQuery(b *testing.B) {
 	}
 	defer plain.Close()
 	_, viaVFS := register(b, fp, nil)
-	_, readAhead := register(b, fp, &Options{ReadAheadPages: 32})
+	_, readAhead := register(b, &rangeCounter{FilePages: fp}, &Options{ReadAhead: 32})
 	for _, c := range []struct {
 		name string
 		db   *sql.DB

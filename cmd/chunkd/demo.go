@@ -15,7 +15,7 @@ import (
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/server"
-	"github.com/chunkd/chunkd/sqlitevfs"
+	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -82,7 +82,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer plain.Close()
 	const db = "sentences"
-	res, err := sqlitevfs.Import(ctx, plain, file, sqlitevfs.ImportOptions{DB: db, Message: "demo", Appendix: true})
+	res, err := sqlchunks.Import(ctx, plain, file, sqlchunks.ImportOptions{DB: db, Message: "demo", Appendix: true})
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}

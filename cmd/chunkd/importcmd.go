@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/chunkd/chunkd/sqlitevfs"
+	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/store"
 )
 
@@ -41,7 +41,7 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	p := newProgress(c.stderr, "import")
-	res, err := sqlitevfs.Import(ctx, st, fs.Arg(0), sqlitevfs.ImportOptions{
+	res, err := sqlchunks.Import(ctx, st, fs.Arg(0), sqlchunks.ImportOptions{
 		DB: *db, Message: *message, PageSize: *pageSize, Appendix: *appendix,
 		Progress: func(phase string, done, total int64) { p.update(phase, done, total) },
 	})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
-	"github.com/chunkd/chunkd/sqlitevfs"
+	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/store"
 )
 
@@ -54,10 +54,10 @@ func (c *logCommand) Run(ctx context.Context, args []string) error {
 		if from, err = addr.Parse(*at); err != nil {
 			return usagef("--at: %v", err)
 		}
-	} else if from, err = sqlitevfs.Head(ctx, cl); err != nil {
+	} else if from, err = sqlchunks.Head(ctx, cl); err != nil {
 		return err
 	}
-	versions, err := sqlitevfs.Log(ctx, cl, from, *n)
+	versions, err := sqlchunks.Log(ctx, cl, from, *n)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/internal/killedwriter"
 	"github.com/chunkd/chunkd/internal/s3test"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/store"
@@ -31,6 +32,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	killedwriter.Main() // when this process is a writer that a test kills
 	dir, err := os.MkdirTemp("", "chunkd-bin-")
 	if err != nil {
 		panic(err)

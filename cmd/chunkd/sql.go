@@ -3,14 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
 )
@@ -96,10 +95,10 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// openDB is a SQLite database opened through the chunkd VFS.
+// openDB is a SQLite database opened through the chunkd VFS, with what
+// was opened for it.
 type openDB struct {
-	*sql.DB
-	name    string
+	*sqlitevfs.DB
 	cleanup []func()
 	stats   func() string
 }
@@ -114,28 +113,29 @@ func (d *openDB) close() {
 }
 
 // openLocalSQLite opens a plain file read-only through the same VFS and
-// engine as the store path, so the two differ only in where pages come from.
+// engine as the store path, so the two differ only in where pages come
+// from. A file with unfinished writes beside it is refused.
 func openLocalSQLite(path string) (*openDB, error) {
-	f, err := os.Open(path)
+	db, err := sqlitevfs.OpenFile(path, nil)
 	if err != nil {
 		return nil, err
 	}
-	d := &openDB{cleanup: []func(){func() { f.Close() }}, stats: func() string { return "local file " + path }}
-	pages, err := sqlitevfs.NewFilePages(f)
-	if err != nil {
-		d.close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := d.register("file:"+path, pages); err != nil {
-		d.close()
-		return nil, err
-	}
-	return d, nil
+	db.SetMaxOpenConns(1)
+	return &openDB{DB: db, stats: func() string { return "local file " + path }}, nil
 }
 
+// openStoreSQLite opens a version of a database in a store (the head, or
+// --at) through a new client.
 func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	if tf.db == "" {
 		return nil, usagef("--db is required with --store")
+	}
+	var root addr.Addr
+	if tf.at != "" {
+		var err error
+		if root, err = addr.Parse(tf.at); err != nil {
+			return nil, usagef("--at: %v", err)
+		}
 	}
 	st, err := store.Open(ctx, tf.store)
 	if err != nil {
@@ -149,53 +149,23 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	}
 	d.cleanup = append(d.cleanup, func() { c.Close() })
 	d.stats = func() string { return c.Stats().String() }
-	var root addr.Addr
-	if tf.at != "" {
-		if root, err = addr.Parse(tf.at); err != nil {
-			d.close()
-			return nil, usagef("--at: %v", err)
-		}
-	} else if root, err = sqlitevfs.Head(ctx, c); err != nil {
-		d.close()
-		return nil, err
-	}
 	ra := tf.readAhead
 	if ra == 0 {
 		ra = -1 // the flag's 0 means off; the package's 0 means its default
 	}
-	pages, err := sqlitevfs.OpenPages(ctx, c, root, sqlitevfs.PagesOptions{ReadAhead: ra})
-	if err != nil {
+	if d.DB, err = sqlchunks.OpenVersion(ctx, c, root, &sqlitevfs.Options{ReadAhead: ra}); err != nil {
 		d.close()
 		return nil, err
 	}
-	if err := d.register(tf.db+"@"+root.String(), pages); err != nil {
-		d.close()
-		return nil, err
-	}
+	d.SetMaxOpenConns(1)
 	return d, nil
-}
-
-// register registers a page source under a unique name and opens it.
-func (d *openDB) register(name string, pages sqlitevfs.Pages) error {
-	name = fmt.Sprintf("%s#%d", name, time.Now().UnixNano())
-	if err := sqlitevfs.Register(name, pages); err != nil {
-		return err
-	}
-	d.cleanup = append(d.cleanup, func() { sqlitevfs.Unregister(name) })
-	db, err := sqlitevfs.Open(name, nil)
-	if err != nil {
-		return err
-	}
-	db.SetMaxOpenConns(1)
-	d.DB, d.name = db, name
-	return nil
 }
 
 // run runs q and writes its rows to w in format; it returns the row count.
 func (d *openDB) run(ctx context.Context, q, format string, w io.Writer) (int, error) {
 	rows, err := d.QueryContext(ctx, q)
 	if err != nil {
-		return 0, d.queryErr(err)
+		return 0, d.QueryError(err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
@@ -219,19 +189,9 @@ func (d *openDB) run(ctx context.Context, q, format string, w io.Writer) (int, e
 		n++
 	}
 	if err := rows.Err(); err != nil {
-		return n, d.queryErr(err)
+		return n, d.QueryError(err)
 	}
 	return n, out.close()
-}
-
-// queryErr adds the page source's own error to SQLite's "disk I/O error".
-func (d *openDB) queryErr(err error) error {
-	if strings.Contains(err.Error(), "disk I/O error") {
-		if cause := sqlitevfs.LastReadError(d.name); cause != nil {
-			return fmt.Errorf("%w: %v", err, cause)
-		}
-	}
-	return err
 }
 
 type rowWriter struct {

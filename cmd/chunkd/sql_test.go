@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/chunkd/chunkd/internal/killedwriter"
 )
 
 // chunkd runs the built binary and returns stdout, stderr and the error.
@@ -91,4 +93,28 @@ func TestSQLCommands(t *testing.T) {
 		t.Fatalf("unknown database: %v %s", err, errOut)
 	}
 	svc.stop()
+}
+
+// TestSQLFileRefusesUnfinishedWrites: "chunkd sql --file" reads the file
+// alone, so a file whose writer died with an uncheckpointed -wal, or
+// mid-transaction with a hot -journal, is refused, naming the file, where
+// reading it would answer wrongly ("no such table", or rows of the dead
+// transaction).
+func TestSQLFileRefusesUnfinishedWrites(t *testing.T) {
+	for _, c := range []struct{ kind, side string }{
+		{killedwriter.WAL, "-wal"},
+		{killedwriter.HotJournal, "-journal"},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "left.sqlite")
+			killedwriter.Leave(t, path, c.kind)
+			out, errOut, err := chunkd(t, "sql", "--file", path, "-q", "SELECT count(*) FROM t")
+			if exitCode(t, err) == 0 || out != "" {
+				t.Fatalf("exit code 0 (or output %q) for a file with a %s left by a killed writer", out, c.side)
+			}
+			if !strings.Contains(errOut, path) || !strings.Contains(errOut, "left.sqlite"+c.side) {
+				t.Fatalf("error %q does not name %s and its %s", errOut, path, c.side)
+			}
+		})
+	}
 }

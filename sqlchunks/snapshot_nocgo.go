@@ -1,6 +1,6 @@
 //go:build !cgo
 
-package sqlitevfs
+package sqlchunks
 
 import (
 	"context"

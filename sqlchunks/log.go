@@ -1,4 +1,4 @@
-package sqlitevfs
+package sqlchunks
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
-	"github.com/chunkd/chunkd/client"
 )
 
 // Version describes one imported version of a chunkd SQLite database, as
@@ -39,25 +38,26 @@ func versionOf(a addr.Addr, r *root) Version {
 	}
 }
 
-// Head returns the root of the database version the client reads: the
-// manifest's root as the client loaded it (at client.Open or its last
-// Refresh). It does not check that the database is a chunkd SQLite
-// database; ReadVersion of the root does.
-func Head(ctx context.Context, c *client.Client) (addr.Addr, error) {
+// Head returns the root of the database version c reads: the manifest's
+// root as c loaded it (for a client, at client.Open or its last Refresh).
+// It does not check that the database is a chunkd SQLite database;
+// ReadVersion of the root does.
+func Head(ctx context.Context, c ChunkReader) (addr.Addr, error) {
 	a, err := c.Root(ctx)
 	if err != nil {
-		return addr.Addr{}, fmt.Errorf("sqlitevfs: head of database %q: %w", c.DB(), err)
+		return addr.Addr{}, fmt.Errorf("sqlchunks: head of database %q: %w", c.DB(), err)
 	}
 	if a.IsEmpty() {
-		return addr.Addr{}, fmt.Errorf("sqlitevfs: database %q has an empty root (no version imported?)", c.DB())
+		return addr.Addr{}, fmt.Errorf("sqlchunks: database %q has an empty root (no version imported?)", c.DB())
 	}
 	return a, nil
 }
 
 // ReadVersion reads the root chunk at root. A chunk that is not a root
 // chunk (a page, a page-map chunk, a Dolt chunk) is an error wrapping
-// ErrNotRoot; a missing one, an error wrapping client.ErrNotFound.
-func ReadVersion(ctx context.Context, c *client.Client, root addr.Addr) (Version, error) {
+// ErrNotRoot; a missing one, c's error for a missing chunk (for a client,
+// one wrapping client.ErrNotFound).
+func ReadVersion(ctx context.Context, c ChunkReader, root addr.Addr) (Version, error) {
 	r, err := readRoot(ctx, c, root)
 	if err != nil {
 		return Version{}, err
@@ -65,20 +65,20 @@ func ReadVersion(ctx context.Context, c *client.Client, root addr.Addr) (Version
 	return versionOf(root, r), nil
 }
 
-func readRoot(ctx context.Context, c *client.Client, a addr.Addr) (*root, error) {
+func readRoot(ctx context.Context, c ChunkReader, a addr.Addr) (*root, error) {
 	if a.IsEmpty() {
-		return nil, fmt.Errorf("sqlitevfs: read version: %w (the zero address)", ErrNotRoot)
+		return nil, fmt.Errorf("sqlchunks: read version: %w (the zero address)", ErrNotRoot)
 	}
 	data, err := c.Get(ctx, a)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitevfs: read version %s of database %q: %w", a, c.DB(), err)
+		return nil, fmt.Errorf("sqlchunks: read version %s of database %q: %w", a, c.DB(), err)
 	}
 	r, err := decodeRoot(data)
 	if err != nil {
 		if errors.Is(err, ErrNotRoot) {
-			return nil, fmt.Errorf("sqlitevfs: chunk %s of database %q: %w", a, c.DB(), err)
+			return nil, fmt.Errorf("sqlchunks: chunk %s of database %q: %w", a, c.DB(), err)
 		}
-		return nil, fmt.Errorf("sqlitevfs: version %s of database %q: %w", a, c.DB(), err)
+		return nil, fmt.Errorf("sqlchunks: version %s of database %q: %w", a, c.DB(), err)
 	}
 	return r, nil
 }
@@ -87,7 +87,7 @@ func readRoot(ctx context.Context, c *client.Client, a addr.Addr) (*root, error)
 // from itself, its parent, and so on, newest first, at most limit versions
 // (limit <= 0: all of them). A zero from means the head (see Head). Every
 // version costs one chunk read.
-func Log(ctx context.Context, c *client.Client, from addr.Addr, limit int) ([]Version, error) {
+func Log(ctx context.Context, c ChunkReader, from addr.Addr, limit int) ([]Version, error) {
 	if from.IsEmpty() {
 		h, err := Head(ctx, c)
 		if err != nil {
@@ -99,7 +99,7 @@ func Log(ctx context.Context, c *client.Client, from addr.Addr, limit int) ([]Ve
 	seen := map[addr.Addr]bool{}
 	for a := from; !a.IsEmpty() && (limit <= 0 || len(out) < limit); {
 		if seen[a] {
-			return out, fmt.Errorf("sqlitevfs: log of database %q: version %s is its own ancestor", c.DB(), a)
+			return out, fmt.Errorf("sqlchunks: log of database %q: version %s is its own ancestor", c.DB(), a)
 		}
 		seen[a] = true
 		v, err := ReadVersion(ctx, c, a)

@@ -1,4 +1,4 @@
-package sqlitevfs
+package sqlchunks
 
 // A chunkd SQLite database is a versioned SQLite database file stored as
 // content-addressed chunks in Dolt table files (package tablefile), named

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package sqlitevfs
+package sqlchunks
 
 import (
 	"context"
@@ -11,14 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/gen"
+	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
 )
 
 // BenchmarkSeedQueryTiers runs the seed query (gen.SeedQuery) the way a
 // fresh `chunkd sql` process would: every iteration opens a new client
-// (client.Open, Head, OpenPages, Register, Open), so no memory tier or
+// (client.Open, OpenVersion), so no memory tier or
 // SQLite page cache is warm, and runs the query once. Tiers:
 //
 //   - file: the plain database file (a new sql.DB each time; the OS page
@@ -28,7 +30,7 @@ import (
 //     has downloaded every table file and keeps no chunks in memory;
 //   - service-mem: the same with the service's memory tier warm;
 //
-// each with read-ahead off and at 64 pages (PagesOptions.ReadAhead). It
+// each with read-ahead off and at 64 pages (sqlitevfs.Options.ReadAhead). It
 // reports ms/query (open included), open-ms/query (client, manifest, page
 // map and registration) and reqs/query (service requests plus store
 // reads). The data set is about 25 MB (CHUNKD_BENCH_SENTENCES, default
@@ -56,21 +58,21 @@ func BenchmarkSeedQueryTiers(b *testing.B) {
 	diskCache, diskURL := startService(b, s, 1)
 	memCache, memURL := startService(b, s, 0)
 	for _, svc := range []string{diskURL, memURL} {
-		if _, err := seedQueryFresh(ctx, s, svc, DefaultReadAhead); err != nil {
+		if _, err := seedQueryFresh(ctx, s, svc, sqlitevfs.DefaultReadAhead); err != nil {
 			b.Fatal(err)
 		}
 	}
 	waitCached(b, diskCache, "bench")
 	waitCached(b, memCache, "bench")
 	for _, svc := range []string{diskURL, memURL} { // now from disk, and into memory
-		if _, err := seedQueryFresh(ctx, s, svc, DefaultReadAhead); err != nil {
+		if _, err := seedQueryFresh(ctx, s, svc, sqlitevfs.DefaultReadAhead); err != nil {
 			b.Fatal(err)
 		}
 	}
 
 	b.Run("file", func(b *testing.B) {
 		for b.Loop() {
-			db, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
+			db, err := sql.Open(sqlitevfs.DriverName, "file:"+path+"?mode=ro")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -111,8 +113,6 @@ type freshStats struct {
 	reqs int64
 }
 
-var benchSeq int64
-
 // seedQueryFresh runs the seed query through a new client, as a new
 // process would.
 func seedQueryFresh(ctx context.Context, s store.Store, svc string, readAhead int) (freshStats, error) {
@@ -122,27 +122,13 @@ func seedQueryFresh(ctx context.Context, s store.Store, svc string, readAhead in
 		return freshStats{}, err
 	}
 	defer c.Close()
-	root, err := Head(ctx, c)
-	if err != nil {
-		return freshStats{}, err
-	}
-	p, err := OpenPages(ctx, c, root, PagesOptions{ReadAhead: readAhead})
-	if err != nil {
-		return freshStats{}, err
-	}
-	benchSeq++
-	name := fmt.Sprint("bench/", benchSeq)
-	if err := Register(name, p); err != nil {
-		return freshStats{}, err
-	}
-	defer Unregister(name)
-	db, err := Open(name, nil)
+	db, err := OpenVersion(ctx, c, addr.Addr{}, &sqlitevfs.Options{ReadAhead: readAhead})
 	if err != nil {
 		return freshStats{}, err
 	}
 	defer db.Close()
 	st := freshStats{open: time.Since(start)}
-	if _, rows, err := scanAll(db, gen.SeedQuery); err != nil || rows == 0 {
+	if _, rows, err := scanAll(db.DB, gen.SeedQuery); err != nil || rows == 0 {
 		return st, fmt.Errorf("%d rows, %v", rows, err)
 	}
 	cs := c.Stats()

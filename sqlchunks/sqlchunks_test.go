@@ -1,6 +1,6 @@
 //go:build cgo
 
-package sqlitevfs
+package sqlchunks
 
 import (
 	"bytes"
@@ -26,12 +26,26 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
+)
+
+// A client is the chunk reader this package is read through.
+var _ ChunkReader = (*client.Client)(nil)
+
+// Shared with the other SQLite tests.
+var (
+	testDB  = sqltest.GenDB
+	result  = sqltest.Result
+	scanAll = sqltest.ScanAll
+	queries = sqltest.Queries
+	plainDB = sqltest.Plain
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -67,36 +81,30 @@ func newClient(t testing.TB, s store.Store, db, svc string) *client.Client {
 	return c
 }
 
-// openVersion registers version root read through c and opens it.
-func openVersion(t testing.TB, c *client.Client, root addr.Addr, po PagesOptions) (string, *sql.DB, *ChunkPages) {
+// openVersion opens version root read through c with options o, and
+// returns the name it is registered under, the database and its pages.
+func openVersion(t testing.TB, c *client.Client, root addr.Addr, o *sqlitevfs.Options) (string, *sql.DB, *Pages) {
 	t.Helper()
-	p, err := OpenPages(context.Background(), c, root, po)
+	p, err := OpenPages(context.Background(), c, root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, db := register(t, p, nil)
-	return name, db, p
+	d, err := sqlitevfs.OpenImage(t.Name(), p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d.Name(), d.DB, p
 }
 
 // openHead opens the head version of c's database.
-func openHead(t testing.TB, c *client.Client) (string, *sql.DB, *ChunkPages) {
+func openHead(t testing.TB, c *client.Client) (string, *sql.DB, *Pages) {
 	t.Helper()
 	root, err := Head(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return openVersion(t, c, root, PagesOptions{})
-}
-
-// plainDB opens a database file read-only with mattn, as the reference.
-func plainDB(t testing.TB, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return openVersion(t, c, root, nil)
 }
 
 // wantKey names a query's result on a reference database.
@@ -147,7 +155,7 @@ func copyFile(t testing.TB, src, name string) string {
 
 func execAll(t testing.TB, path string, stmts ...string) {
 	t.Helper()
-	db, err := sql.Open(DriverName, "file:"+path)
+	db, err := sql.Open(sqlitevfs.DriverName, "file:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +186,7 @@ var handQueries = []string{
 func handDB(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "hand.db")
-	db, err := sql.Open(DriverName, "file:"+path)
+	db, err := sql.Open(sqlitevfs.DriverName, "file:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,8 +465,8 @@ func TestSecondImport(t *testing.T) {
 		t.Fatalf("log limit 1: %v %v", l, err)
 	}
 	// Both versions stay readable.
-	_, oldDB, _ := openVersion(t, c, r1.Root, PagesOptions{})
-	_, newDB, _ := openVersion(t, c, r2.Root, PagesOptions{})
+	_, oldDB, _ := openVersion(t, c, r1.Root, nil)
+	_, newDB, _ := openVersion(t, c, r2.Root, nil)
 	sameResults(t, "v1", plainDB(t, old), oldDB, queries)
 	sameResults(t, "v2", plainDB(t, path), newDB, queries)
 	var n int
@@ -555,7 +563,7 @@ func TestConcurrentImports(t *testing.T) {
 	// Each version reads as its own file: the loser's table file was kept,
 	// only its root was written again.
 	for i, r := range results {
-		_, db, _ := openVersion(t, c, r.Root, PagesOptions{})
+		_, db, _ := openVersion(t, c, r.Root, nil)
 		sameResults(t, fmt.Sprint("import ", i), plainDB(t, paths[i]), db, queries[:3])
 	}
 	mdb, _ := manifest.Open(ctx, s, "db")
@@ -660,7 +668,7 @@ func TestWALSource(t *testing.T) {
 	path := handDB(t)
 	// A writer in WAL mode keeps its last transactions in the WAL file,
 	// not checkpointed, and stays open during the import.
-	w, err := sql.Open(DriverName, "file:"+path+"?_journal_mode=WAL")
+	w, err := sql.Open(sqlitevfs.DriverName, "file:"+path+"?_journal_mode=WAL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,7 +687,7 @@ func TestWALSource(t *testing.T) {
 		t.Fatalf("no WAL: %v", err)
 	}
 	// Read as a plain file, the database alone would be out of date.
-	if d, err := OpenFile(path, nil); err == nil || !strings.Contains(err.Error(), "-wal") {
+	if d, err := sqlitevfs.OpenFile(path, nil); err == nil || !strings.Contains(err.Error(), "-wal") {
 		if d != nil {
 			d.Close()
 		}
@@ -703,7 +711,7 @@ func TestWALSource(t *testing.T) {
 	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("WAL still there: %v", err)
 	}
-	d, err := OpenFile(path, nil)
+	d, err := sqlitevfs.OpenFile(path, nil)
 	if err != nil {
 		t.Fatalf("OpenFile once checkpointed: %v", err)
 	}
@@ -747,7 +755,7 @@ func TestAppendix(t *testing.T) {
 		t.Fatalf("manifest %v: want the appendix and both imports' files", m.Specs)
 	}
 	// The first version still reads right without its appendix.
-	_, old, _ := openVersion(t, newClient(t, s, "app", ""), r1.Root, PagesOptions{})
+	_, old, _ := openVersion(t, newClient(t, s, "app", ""), r1.Root, nil)
 	sameResults(t, "first version", plainDB(t, v1), old, queries[:2])
 	// The appendix holds every chunk of the version, root first.
 	key, size, err := mdb.ResolveTable(ctx, r2.AppendixFile)
@@ -827,13 +835,13 @@ func TestCorruptPage(t *testing.T) {
 	for _, svc := range []string{"", svcURL} {
 		for _, ra := range []int{-1, 0} {
 			c := newClient(t, s, "bad", svc)
-			name, db, _ := openVersion(t, c, res.Root, PagesOptions{ReadAhead: ra})
+			name, db, _ := openVersion(t, c, res.Root, &sqlitevfs.Options{ReadAhead: ra})
 			for _, q := range []string{`PRAGMA integrity_check`, `SELECT sum(length(Text)), count(*) FROM sentences`} {
 				_, _, err := scanAll(db, q)
 				if err == nil {
 					t.Fatalf("service %q, read-ahead %d: %s: no error with page %d corrupt", svc, ra, q, page)
 				}
-				last := LastReadError(name)
+				last := sqlitevfs.LastReadError(name)
 				if !errors.Is(last, client.ErrCorrupt) || !strings.Contains(last.Error(), bad.String()) ||
 					!strings.Contains(last.Error(), fmt.Sprintf("read page %d", page)) {
 					t.Fatalf("service %q: %s: read error %v, want a corrupt chunk %s of page %d", svc, q, last, bad, page)
@@ -880,7 +888,7 @@ func TestImportErrors(t *testing.T) {
 		{good, ImportOptions{DB: "dolt"}, "not a chunkd SQLite database"},
 	} {
 		_, err := Import(ctx, s, c.path, c.o)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "sqlitevfs: import ") {
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "sqlchunks: import ") {
 			t.Errorf("Import(%s, %+v) = %v, want an error with %q", c.path, c.o, err, c.want)
 		}
 	}
@@ -901,7 +909,7 @@ func TestImportErrors(t *testing.T) {
 		if _, err := ReadVersion(ctx, c, a); !errors.Is(err, ErrNotRoot) {
 			t.Errorf("ReadVersion(%s): %v", a, err)
 		}
-		if _, err := OpenPages(ctx, c, a, PagesOptions{}); !errors.Is(err, ErrNotRoot) {
+		if _, err := OpenPages(ctx, c, a); !errors.Is(err, ErrNotRoot) {
 			t.Errorf("OpenPages(%s): %v", a, err)
 		}
 	}
@@ -916,7 +924,7 @@ func TestImportErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenPages(ctx, dc, root, PagesOptions{}); !errors.Is(err, ErrNotRoot) || !strings.Contains(err.Error(), "size of a database page") {
+	if _, err := OpenPages(ctx, dc, root); !errors.Is(err, ErrNotRoot) || !strings.Contains(err.Error(), "size of a database page") {
 		t.Errorf("OpenPages of a Dolt database: %v", err)
 	}
 }
@@ -1011,7 +1019,7 @@ func TestReadAheadBatches(t *testing.T) {
 	for i, ra := range []int{-1, 32} {
 		c := newClient(t, s, "ra", "")
 		root, _ := Head(context.Background(), c)
-		_, db, p := openVersion(t, c, root, PagesOptions{ReadAhead: ra})
+		_, db, p := openVersion(t, c, root, &sqlitevfs.Options{ReadAhead: ra})
 		before := c.Stats()
 		sameResults(t, fmt.Sprint("read-ahead ", ra), plainDB(t, path), db, []string{q})
 		st := c.Stats().Sub(before)
@@ -1022,45 +1030,18 @@ func TestReadAheadBatches(t *testing.T) {
 		t.Errorf("read-ahead left %d single gets of %d", gets[1], gets[0])
 	}
 
-	// The VFS's own read-ahead reads through ReadPages.
+	// With a small page cache, over every query, several connections.
 	c := newClient(t, s, "ra", "")
 	root, _ := Head(context.Background(), c)
-	p, err := OpenPages(context.Background(), c, root, PagesOptions{ReadAhead: -1})
-	if err != nil {
-		t.Fatal(err)
+	_, db, _ := openVersion(t, c, root, &sqlitevfs.Options{ReadAhead: 16, CacheKiB: 64})
+	plain := plainDB(t, path)
+	sameResults(t, "read-ahead, small cache", plain, db, queries[:1]) // the reference results, once
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { sameResults(t, "read-ahead, small cache", plain, db, queries) })
 	}
-	_, db := register(t, p, &Options{ReadAheadPages: 16, CacheKiB: 64})
-	sameResults(t, "VFS read-ahead", plainDB(t, path), db, []string{q})
-	if st := c.Stats(); st.Batches == 0 || st.Gets*4 > gets[0] {
-		t.Errorf("VFS read-ahead: %d gets, %d batches", st.Gets, st.Batches)
-	}
-	sameResults(t, "VFS read-ahead", plainDB(t, path), db, queries)
-}
-
-// TestPersistJournal: journal_mode=PERSIST leaves a -journal file whose
-// header is zeroed after every commit; the database is whole, and
-// OpenFile reads it. A journal with the magic (hot) is refused.
-func TestPersistJournal(t *testing.T) {
-	path := handDB(t)
-	execAll(t, path, `PRAGMA journal_mode = PERSIST`, `UPDATE docs SET name = 'persist' WHERE id = 1`)
-	fi, err := os.Stat(path + "-journal")
-	if err != nil || fi.Size() == 0 {
-		t.Fatalf("no persisted journal: %v", err)
-	}
-	d, err := OpenFile(path, nil)
-	if err != nil {
-		t.Fatalf("OpenFile with a persisted (cold) journal: %v", err)
-	}
-	d.Close()
-	b, _ := os.ReadFile(path + "-journal")
-	copy(b, []byte{0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7})
-	if err := os.WriteFile(path+"-journal", b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := OpenFile(path, nil); err == nil || !strings.Contains(err.Error(), "hot rollback journal") {
-		if d != nil {
-			d.Close()
-		}
-		t.Fatalf("OpenFile with a hot journal: %v", err)
+	wg.Wait()
+	if st := c.Stats(); st.Batches == 0 {
+		t.Errorf("read-ahead, small cache: %d gets, no batches", st.Gets)
 	}
 }

@@ -1,4 +1,4 @@
-package sqlitevfs
+package sqlchunks
 
 import (
 	"bytes"
@@ -107,7 +107,7 @@ func Import(ctx context.Context, s store.Store, path string, o ImportOptions) (*
 	start := time.Now()
 	res, err := doImport(ctx, s, path, &o)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitevfs: import %s: %w", path, err)
+		return nil, fmt.Errorf("sqlchunks: import %s: %w", path, err)
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
@@ -120,17 +120,8 @@ func (o *ImportOptions) progress(phase string, done, total int64) {
 }
 
 func doImport(ctx context.Context, s store.Store, path string, o *ImportOptions) (*ImportResult, error) {
-	if s == nil {
-		return nil, errors.New("no store")
-	}
-	if err := manifest.ValidateName(o.DB); err != nil {
+	if err := o.check(s); err != nil {
 		return nil, err
-	}
-	if o.PageSize != 0 && !isPageSize(o.PageSize) {
-		return nil, fmt.Errorf("page size %d: want 0 (keep the file's) or a power of two from 512 to 65536", o.PageSize)
-	}
-	if len(o.Message) > maxMessage {
-		return nil, fmt.Errorf("message of %d bytes is longer than %d", len(o.Message), maxMessage)
 	}
 	filePageSize, fileSize, err := checkSource(path)
 	if err != nil {
@@ -144,32 +135,95 @@ func doImport(ctx context.Context, s store.Store, path string, o *ImportOptions)
 	if err != nil {
 		return nil, err
 	}
-
-	// A consistent snapshot of the source.
-	snap, err := os.CreateTemp("", "chunkd-import-*.sqlite")
-	if err != nil {
-		return nil, err
-	}
-	snapPath := snap.Name()
-	snap.Close()
-	defer os.Remove(snapPath)
-	defer os.Remove(snapPath + "-journal")
 	repage := 0
 	if o.PageSize != 0 && o.PageSize != filePageSize {
 		repage = o.PageSize
 	}
-	o.progress("snapshot", 0, fileSize)
-	if err := snapshot(ctx, path, snapPath, repage); err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	o.progress("snapshot", fileSize, fileSize)
-	src, pageSize, pages, err := openSnapshot(snapPath)
+	src, cleanup, err := takeSnapshot(ctx, path, fileSize, repage, o)
 	if err != nil {
 		return nil, err
 	}
-	defer src.Close()
+	defer cleanup()
+	v, err := upload(ctx, mdb, h, src, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.commit(ctx, mdb, h, o); err != nil {
+		return nil, err
+	}
+	v.res.Root, v.res.Parent = v.rootAddr, v.rt.parent
+	return v.res, nil
+}
 
-	// Hash every page; write those the database lacks to the new file.
+// check checks the options (and the store) before anything is read.
+func (o *ImportOptions) check(s store.Store) error {
+	if s == nil {
+		return errors.New("no store")
+	}
+	if err := manifest.ValidateName(o.DB); err != nil {
+		return err
+	}
+	if o.PageSize != 0 && !isPageSize(o.PageSize) {
+		return fmt.Errorf("page size %d: want 0 (keep the file's) or a power of two from 512 to 65536", o.PageSize)
+	}
+	if len(o.Message) > maxMessage {
+		return fmt.Errorf("message of %d bytes is longer than %d", len(o.Message), maxMessage)
+	}
+	return nil
+}
+
+// source is the snapshot an import reads: a consistent copy of the
+// database file.
+type source struct {
+	f        *os.File
+	pageSize int
+	pages    int64
+}
+
+// takeSnapshot copies the database at path consistently (re-paged to
+// repage bytes, if not 0) into a temporary file, opened; cleanup closes
+// and removes it.
+func takeSnapshot(ctx context.Context, path string, fileSize int64, repage int, o *ImportOptions) (*source, func(), error) {
+	snap, err := os.CreateTemp("", "chunkd-import-*.sqlite")
+	if err != nil {
+		return nil, nil, err
+	}
+	snapPath := snap.Name()
+	snap.Close()
+	remove := func() {
+		os.Remove(snapPath)
+		os.Remove(snapPath + "-journal")
+	}
+	o.progress("snapshot", 0, fileSize)
+	if err := snapshot(ctx, path, snapPath, repage); err != nil {
+		remove()
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
+	}
+	o.progress("snapshot", fileSize, fileSize)
+	f, pageSize, pages, err := openSnapshot(snapPath)
+	if err != nil {
+		remove()
+		return nil, nil, err
+	}
+	return &source{f, pageSize, pages}, func() { f.Close(); remove() }, nil
+}
+
+// newVersion is the version an import makes, as it is uploaded and
+// committed.
+type newVersion struct {
+	rt       *root
+	rootData []byte
+	rootAddr addr.Addr
+	files    []manifest.Spec // table files of this import, for the manifest
+	app      *manifest.Spec  // the appendix file, or nil
+	written  map[addr.Addr]bool
+	res      *ImportResult
+}
+
+// upload hashes every page of src, writes the pages, page-map chunks and
+// root chunk that head h lacks to a new table file and puts it, and the
+// appendix file if asked.
+func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *ImportOptions) (*newVersion, error) {
 	tmp, err := os.CreateTemp("", "chunkd-import-*.table")
 	if err != nil {
 		return nil, err
@@ -177,118 +231,125 @@ func doImport(ctx context.Context, s store.Store, path string, o *ImportOptions)
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	w := tablefile.NewWriter(tmp)
-	addrs, distinct, err := readPages(ctx, src, pageSize, pages, o, func(a addr.Addr, page []byte) error {
+	add := func(a addr.Addr, data []byte) error {
 		if h.has(a) || w.Has(a) {
 			return nil
 		}
-		return w.AddWithAddr(a, page)
-	})
+		return w.AddWithAddr(a, data)
+	}
+	addrs, distinct, err := hashPages(ctx, src, o, add)
 	if err != nil {
 		return nil, err
 	}
 	mapRoot, depth, maps := buildMap(addrs, MapFanout)
 	for _, mc := range maps {
-		if !h.has(mc.addr) && !w.Has(mc.addr) {
-			if err := w.AddWithAddr(mc.addr, mc.data); err != nil {
-				return nil, err
-			}
-		}
-	}
-	rt := &root{pageSize: pageSize, pages: pages, mapRoot: mapRoot, depth: depth, fanout: MapFanout,
-		parent: h.root(), time: time.Now().Unix(), message: o.Message}
-	rootData := rt.encode()
-	rootAddr := addr.Of(rootData)
-	if !h.has(rootAddr) && !w.Has(rootAddr) {
-		if err := w.AddWithAddr(rootAddr, rootData); err != nil {
+		if err := add(mc.addr, mc.data); err != nil {
 			return nil, err
 		}
 	}
-	res := &ImportResult{PageSize: pageSize, Pages: pages, Chunks: distinct + len(maps) + 1, NewChunks: w.Count()}
-
-	var files []manifest.Spec // table files of this import, for the manifest
+	v := &newVersion{rt: &root{pageSize: src.pageSize, pages: src.pages, mapRoot: mapRoot, depth: depth, fanout: MapFanout,
+		parent: h.root(), time: time.Now().Unix(), message: o.Message}}
+	v.rootData = v.rt.encode()
+	v.rootAddr = addr.Of(v.rootData)
+	v.written = map[addr.Addr]bool{v.rootAddr: true}
+	if err := add(v.rootAddr, v.rootData); err != nil {
+		return nil, err
+	}
+	v.res = &ImportResult{PageSize: src.pageSize, Pages: src.pages, Chunks: distinct + len(maps) + 1, NewChunks: w.Count()}
 	if w.Count() > 0 {
 		spec, size, err := finishTable(ctx, mdb, w, tmp, o)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, spec)
-		res.TableFile, res.TableBytes = spec.Name, size
+		v.files = append(v.files, spec)
+		v.res.TableFile, v.res.TableBytes = spec.Name, size
 	}
 	tmp.Close()
 	os.Remove(tmp.Name())
-
-	var app *manifest.Spec
 	if o.Appendix {
-		spec, size, err := writeAppendix(ctx, mdb, src, pageSize, pages, rootAddr, rootData, maps, o)
+		spec, size, err := writeAppendix(ctx, mdb, src, v.rootAddr, v.rootData, maps, o)
 		if err != nil {
 			return nil, err
 		}
-		app = &spec
-		res.AppendixFile, res.AppendixBytes = spec.Name, size
+		v.app = &spec
+		v.res.AppendixFile, v.res.AppendixBytes = spec.Name, size
 	}
+	return v, nil
+}
 
-	// Commit: replace the manifest if nobody else did first.
-	written := map[addr.Addr]bool{rootAddr: true}
+// commit replaces the manifest of head h with one naming the new version,
+// if nobody else did first; else it goes on top of whoever did, up to
+// importAttempts times.
+func (v *newVersion) commit(ctx context.Context, mdb *manifest.DB, h *head, o *ImportOptions) error {
 	for attempt := 1; ; attempt++ {
 		var retire []string
-		if app != nil {
+		if v.app != nil {
 			retire = h.replaceableAppendix()
 		}
-		m, err := newManifest(h.m, files, app, retire, rootAddr)
+		m, err := newManifest(h.m, v.files, v.app, retire, v.rootAddr)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if o.beforeUpdate != nil {
 			o.beforeUpdate(attempt)
 		}
 		_, err = mdb.Update(ctx, h.version, m)
 		if err == nil {
-			break
+			return nil
 		}
 		if !errors.Is(err, store.ErrPrecondition) {
-			return nil, err
+			return err
 		}
 		if attempt == importAttempts {
-			return nil, fmt.Errorf("gave up after %d attempts: database %s changed under every one (other imports running at the same time?); its table files were uploaded but are not in the manifest: %w", attempt, mdb, err)
+			return fmt.Errorf("gave up after %d attempts: database %s changed under every one (other imports running at the same time?); its table files were uploaded but are not in the manifest: %w", attempt, mdb, err)
 		}
 		// Another writer won. Start over on top of its version: the
 		// chunks are uploaded already, only the root names a new parent.
 		sleep(ctx, time.Duration(attempt)*time.Duration(10+rand.IntN(40))*time.Millisecond)
 		prev := h
 		if h, err = loadHead(ctx, mdb, prev); err != nil {
-			return nil, err
+			return err
 		}
 		// Chunks found in the old head's files were not uploaded. Imports
 		// only add files, and drop a replaced appendix only when the other
 		// files hold all its chunks; make sure nothing else took them away.
 		for _, f := range prev.files() {
 			if h.file(f.Name) == nil && !h.holdsAll(f.Index) {
-				return nil, fmt.Errorf("database %s was rewritten during the import: table file %s, which holds chunks of the new version, is no longer in its manifest; import again", mdb, f.Name)
+				return fmt.Errorf("database %s was rewritten during the import: table file %s, which holds chunks of the new version, is no longer in its manifest; import again", mdb, f.Name)
 			}
 		}
-		rt.parent = h.root()
-		rootData = rt.encode()
-		rootAddr = addr.Of(rootData)
-		if !written[rootAddr] && !h.has(rootAddr) {
-			var buf bytes.Buffer
-			rw := tablefile.NewWriter(&buf)
-			if err := rw.AddWithAddr(rootAddr, rootData); err != nil {
-				return nil, err
-			}
-			name, err := rw.Finish()
-			if err != nil {
-				return nil, err
-			}
-			if err := putTable(ctx, mdb, name, buf.Bytes()); err != nil {
-				return nil, err
-			}
-			files = append(files, manifest.Spec{Name: name, Chunks: 1})
-			res.TableBytes += int64(buf.Len())
-			written[rootAddr] = true
+		if err := v.reparent(ctx, mdb, h); err != nil {
+			return err
 		}
 	}
-	res.Root, res.Parent = rootAddr, rt.parent
-	return res, nil
+}
+
+// reparent makes the new version's root name head h as its parent, and
+// puts the new root chunk in a table file of its own unless the database
+// or this import has it already.
+func (v *newVersion) reparent(ctx context.Context, mdb *manifest.DB, h *head) error {
+	v.rt.parent = h.root()
+	v.rootData = v.rt.encode()
+	v.rootAddr = addr.Of(v.rootData)
+	if v.written[v.rootAddr] || h.has(v.rootAddr) {
+		return nil
+	}
+	var buf bytes.Buffer
+	rw := tablefile.NewWriter(&buf)
+	if err := rw.AddWithAddr(v.rootAddr, v.rootData); err != nil {
+		return err
+	}
+	name, err := rw.Finish()
+	if err != nil {
+		return err
+	}
+	if err := putTable(ctx, mdb, name, buf.Bytes()); err != nil {
+		return err
+	}
+	v.files = append(v.files, manifest.Spec{Name: name, Chunks: 1})
+	v.res.TableBytes += int64(buf.Len())
+	v.written[v.rootAddr] = true
+	return nil
 }
 
 // checkSource checks that path is an SQLite database file and returns its
@@ -367,10 +428,11 @@ func openSnapshot(path string) (*os.File, int, int64, error) {
 	return f, ps, fi.Size() / int64(ps), nil
 }
 
-// readPages reads and hashes every page of src, a batch at a time (the
+// hashPages reads and hashes every page of src, a batch at a time (the
 // hashing spread over the CPUs), and calls add for each page in page
 // order. It returns the addresses of all pages and how many are distinct.
-func readPages(ctx context.Context, src *os.File, pageSize int, pages int64, o *ImportOptions, add func(addr.Addr, []byte) error) ([]addr.Addr, int, error) {
+func hashPages(ctx context.Context, src *source, o *ImportOptions, add func(addr.Addr, []byte) error) ([]addr.Addr, int, error) {
+	pageSize, pages := src.pageSize, src.pages
 	addrs := make([]addr.Addr, pages)
 	seen := make(map[addr.Addr]struct{})
 	buf := make([]byte, hashBatch*pageSize)
@@ -382,7 +444,7 @@ func readPages(ctx context.Context, src *os.File, pageSize int, pages int64, o *
 		}
 		k := int(min(hashBatch, pages-first))
 		b := buf[:k*pageSize]
-		if _, err := src.ReadAt(b, first*int64(pageSize)); err != nil {
+		if _, err := src.f.ReadAt(b, first*int64(pageSize)); err != nil {
 			return nil, 0, fmt.Errorf("read snapshot: %w", err)
 		}
 		var wg sync.WaitGroup
@@ -439,7 +501,7 @@ func putTable(ctx context.Context, mdb *manifest.DB, name string, data []byte) e
 
 // writeAppendix writes the appendix file: the root, the page map from the
 // top, and the pages in page order.
-func writeAppendix(ctx context.Context, mdb *manifest.DB, src *os.File, pageSize int, pages int64, rootAddr addr.Addr, rootData []byte, maps []mapChunk, o *ImportOptions) (manifest.Spec, int64, error) {
+func writeAppendix(ctx context.Context, mdb *manifest.DB, src *source, rootAddr addr.Addr, rootData []byte, maps []mapChunk, o *ImportOptions) (manifest.Spec, int64, error) {
 	f, err := os.CreateTemp("", "chunkd-import-*.appendix")
 	if err != nil {
 		return manifest.Spec{}, 0, err
@@ -457,14 +519,14 @@ func writeAppendix(ctx context.Context, mdb *manifest.DB, src *os.File, pageSize
 	}
 	// The pages are read and hashed again, rather than kept from the first
 	// pass: the snapshot is a local file, likely still in the page cache.
-	o.progress("appendix", 0, pages)
-	_, _, err = readPages(ctx, src, pageSize, pages, &ImportOptions{}, func(a addr.Addr, page []byte) error {
+	o.progress("appendix", 0, src.pages)
+	_, _, err = hashPages(ctx, src, &ImportOptions{}, func(a addr.Addr, page []byte) error {
 		return w.AddWithAddr(a, page)
 	})
 	if err != nil {
 		return manifest.Spec{}, 0, err
 	}
-	o.progress("appendix", pages, pages)
+	o.progress("appendix", src.pages, src.pages)
 	return finishTable(ctx, mdb, w, f, o)
 }
 

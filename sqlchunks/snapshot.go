@@ -1,6 +1,6 @@
 //go:build cgo
 
-package sqlitevfs
+package sqlchunks
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // rewritten, compacted copy (pages of later versions then match less,
 // since VACUUM lays the file out anew).
 func snapshot(ctx context.Context, src, dst string, pageSize int) error {
-	srcDB, err := sql.Open(DriverName, uriFile(src)+"?mode=ro&_busy_timeout=10000")
+	srcDB, err := sql.Open("sqlite3", uriFile(src)+"?mode=ro&_busy_timeout=10000")
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func snapshot(ctx context.Context, src, dst string, pageSize int) error {
 		return nil
 	}
 
-	dstDB, err := sql.Open(DriverName, uriFile(dst))
+	dstDB, err := sql.Open("sqlite3", uriFile(dst))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,26 @@
+package sqlchunks
+
+import (
+	"context"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/sqlitevfs"
+)
+
+// OpenVersion opens version root of the chunkd SQLite database that c
+// reads (the zero root: the head, see Head) read-only through the VFS,
+// with options o (nil for the defaults). The DB does not own c: close the
+// DB first, then c.
+func OpenVersion(ctx context.Context, c ChunkReader, root addr.Addr, o *sqlitevfs.Options) (*sqlitevfs.DB, error) {
+	if root.IsEmpty() {
+		var err error
+		if root, err = Head(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	p, err := OpenPages(ctx, c, root)
+	if err != nil {
+		return nil, err
+	}
+	return sqlitevfs.OpenImage(c.DB()+"@"+root.String(), p, o)
+}

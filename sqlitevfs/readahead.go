@@ -1,0 +1,196 @@
+package sqlitevfs
+
+import (
+	"context"
+	"sync"
+)
+
+// Read-ahead bookkeeping.
+const (
+	// recentPages is how many recently read page numbers are remembered
+	// to detect sequential reads (one per SQLite connection reading at
+	// once, roughly).
+	recentPages = 8
+	// aheadBatches is how many read-ahead batches are kept at once.
+	aheadBatches = 4
+)
+
+// readAhead serves the pages of a PageRanger to every connection of one
+// image, fetching sequential runs ahead in batches (Options.ReadAhead).
+//
+// A read of page n is sequential when page n-1 was among the last few
+// pages read (by any connection). Such a read that no batch holds fetches
+// pages n..n+size-1 with one ReadPages call; once SQLite is half way
+// through a batch, the next one is fetched in the background, so that
+// fetching overlaps the query's own work. Reads that are not sequential
+// go to the source one page at a time.
+type readAhead struct {
+	Pages
+	src  PageRanger
+	ctx  context.Context // the registration's: background fetches end with it
+	size int64           // pages per batch
+
+	mu      sync.Mutex
+	recent  [recentPages]int64
+	ri      int
+	batches [aheadBatches]batch
+	bi      int
+	next    *prefetch // the background fetch of the batch after the last one, if any
+}
+
+// batch is pages first, first+1, ... held in memory.
+type batch struct {
+	first int64
+	n     int64
+	buf   []byte // n pages
+}
+
+// prefetch is a background fetch of a batch.
+type prefetch struct {
+	first, n int64
+	done     chan struct{}
+}
+
+func newReadAhead(ctx context.Context, p Pages, src PageRanger, size int) *readAhead {
+	ra := &readAhead{Pages: p, src: src, ctx: ctx, size: int64(size)}
+	for i := range ra.recent {
+		ra.recent[i] = -1
+	}
+	return ra
+}
+
+// ReadPage implements Pages.
+func (ra *readAhead) ReadPage(ctx context.Context, n int64, p []byte) error {
+	held, seq := ra.note(n, p)
+	if held {
+		ra.prefetchAfter(n)
+		return nil
+	}
+	if seq && n < ra.PageCount() {
+		if ra.waitPrefetch(ctx, n, p) {
+			return nil
+		}
+		if b, err := ra.fetch(ctx, n); err == nil {
+			ra.mu.Lock()
+			ra.addLocked(b)
+			ra.mu.Unlock()
+			copy(p, b.page(n, len(p)))
+			return nil
+		}
+		// A page of the batch failed: read page n alone, so that an error
+		// is about a page SQLite actually wants.
+	}
+	return ra.Pages.ReadPage(ctx, n, p)
+}
+
+// page returns page n of the batch.
+func (b *batch) page(n int64, size int) []byte {
+	off := (n - b.first) * int64(size)
+	return b.buf[off : off+int64(size)]
+}
+
+func (b *batch) holds(n int64) bool { return b.buf != nil && n >= b.first && n < b.first+b.n }
+
+// fetch reads the batch from page first with one ReadPages call.
+func (ra *readAhead) fetch(ctx context.Context, first int64) (batch, error) {
+	ps := ra.PageSize()
+	n := min(ra.size, ra.PageCount()-first+1)
+	b := batch{first: first, n: n, buf: make([]byte, n*int64(ps))}
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = b.buf[i*ps : (i+1)*ps]
+	}
+	if err := ra.src.ReadPages(ctx, first, bufs); err != nil {
+		return batch{}, err
+	}
+	return b, nil
+}
+
+// note records a read of page n, copies the page into p if a batch holds
+// it, and says whether page n-1 was read recently (a sequential read).
+func (ra *readAhead) note(n int64, p []byte) (held, seq bool) {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	for _, r := range ra.recent {
+		if r == n-1 {
+			seq = true
+			break
+		}
+	}
+	ra.recent[ra.ri] = n
+	ra.ri = (ra.ri + 1) % recentPages
+	return ra.copyLocked(n, p), seq
+}
+
+// copyLocked copies page n into p from a batch, if one holds it.
+func (ra *readAhead) copyLocked(n int64, p []byte) bool {
+	for i := range ra.batches {
+		if b := &ra.batches[i]; b.holds(n) {
+			copy(p, b.page(n, len(p)))
+			return true
+		}
+	}
+	return false
+}
+
+func (ra *readAhead) heldLocked(n int64) bool {
+	for i := range ra.batches {
+		if ra.batches[i].holds(n) {
+			return true
+		}
+	}
+	return false
+}
+
+func (ra *readAhead) addLocked(b batch) {
+	ra.batches[ra.bi] = b
+	ra.bi = (ra.bi + 1) % aheadBatches
+}
+
+// prefetchAfter starts fetching the batch after the one holding page n
+// once SQLite is half way through it.
+func (ra *readAhead) prefetchAfter(n int64) {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	for i := range ra.batches {
+		b := &ra.batches[i]
+		if !b.holds(n) || n-b.first < b.n/2 {
+			continue
+		}
+		next := b.first + b.n
+		if next > ra.PageCount() || ra.heldLocked(next) || ra.next != nil && ra.next.first == next {
+			return
+		}
+		pf := &prefetch{first: next, n: min(ra.size, ra.PageCount()-next+1), done: make(chan struct{})}
+		ra.next = pf
+		go func() {
+			defer close(pf.done)
+			// Errors are left for the foreground read to meet and report.
+			if b, err := ra.fetch(ra.ctx, pf.first); err == nil {
+				ra.mu.Lock()
+				ra.addLocked(b)
+				ra.mu.Unlock()
+			}
+		}()
+		return
+	}
+}
+
+// waitPrefetch waits for a background fetch covering page n, and copies
+// the page into p if it arrived.
+func (ra *readAhead) waitPrefetch(ctx context.Context, n int64, p []byte) bool {
+	ra.mu.Lock()
+	pf := ra.next
+	ra.mu.Unlock()
+	if pf == nil || n < pf.first || n >= pf.first+pf.n {
+		return false
+	}
+	select {
+	case <-pf.done:
+	case <-ctx.Done():
+		return false
+	}
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	return ra.copyLocked(n, p)
+}
