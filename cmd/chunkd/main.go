@@ -43,6 +43,7 @@ func commands(stdout, stderr io.Writer) []command {
 		&sqlCommand{stdout: stdout, stderr: stderr},
 		&tablefileCommand{stdout: stdout, stderr: stderr},
 		&benchCommand{stdout: stdout, stderr: stderr},
+		&statusCommand{stdout: stdout, stderr: stderr},
 		&versionCommand{stdout: stdout, stderr: stderr},
 	}
 }

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/chunkd/chunkd/api"
+)
+
+// statusCommand shows a running service's state, or waits for it to be
+// ready.
+type statusCommand struct {
+	stdout, stderr io.Writer
+}
+
+func (*statusCommand) Name() string { return "status" }
+func (*statusCommand) Synopsis() string {
+	return "show a running cache service's databases and cache, or wait until it is ready"
+}
+
+func (c *statusCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlags("status", "status [--service URL] [--ready [--wait D]]", c.stderr)
+	service := fs.String("service", "http://127.0.0.1:9460", "the service's HTTP address (https:// with TLS)")
+	ready := fs.Bool("ready", false, "only check /readyz: exit 0 when the service is ready, 1 when not")
+	wait := fs.Duration("wait", 0, "with --ready: keep asking until the service is ready or this much time has passed")
+	var sa serviceAuthFlags
+	sa.add(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	sc, err := newStatusClient(*service, sa)
+	if err != nil {
+		return err
+	}
+	if *ready {
+		return sc.waitReady(ctx, *wait, c.stdout)
+	}
+	if *wait != 0 {
+		return usagef("--wait goes with --ready")
+	}
+	return sc.show(ctx, c.stdout)
+}
+
+// statusClient asks one service's HTTP API.
+type statusClient struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+func newStatusClient(service string, sa serviceAuthFlags) (*statusClient, error) {
+	u, err := url.Parse(service)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, usagef("--service %q: want http://host:port or https://host:port", service)
+	}
+	tr := &http.Transport{Proxy: nil}
+	if u.Scheme == "https" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if sa.caFile != "" {
+			pem, err := os.ReadFile(sa.caFile)
+			if err != nil {
+				return nil, fmt.Errorf("--ca-file: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", sa.caFile)
+			}
+		}
+		if sa.cert != "" || sa.key != "" {
+			cert, err := tls.LoadX509KeyPair(sa.cert, sa.key)
+			if err != nil {
+				return nil, fmt.Errorf("--client-cert: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		tr.TLSClientConfig = cfg
+	}
+	token := sa.token
+	if token == "" {
+		token = os.Getenv("CHUNKD_TOKEN")
+	}
+	return &statusClient{base: strings.TrimSuffix(service, "/"), token: token, hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}, nil
+}
+
+// get fetches path; a status other than 200 is an error with the
+// service's message.
+func (s *statusClient) get(ctx context.Context, path string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s%s: %w", s.base, path, api.ReadError(resp))
+	}
+	if into == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		return fmt.Errorf("%s%s: %w", s.base, path, err)
+	}
+	return nil
+}
+
+// waitReady asks /readyz every 200 ms until it answers 200 or wait has
+// passed.
+func (s *statusClient) waitReady(ctx context.Context, wait time.Duration, w io.Writer) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := s.get(ctx, "/readyz", nil)
+		if err == nil {
+			fmt.Fprintf(w, "%s is ready\n", s.base)
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("not ready: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// show prints the service's state.
+func (s *statusClient) show(ctx context.Context, w io.Writer) error {
+	if err := s.get(ctx, "/readyz", nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s is ready\n", s.base)
+	return nil
+}
