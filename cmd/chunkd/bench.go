@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,14 +14,7 @@ import (
 )
 
 // benchCommand runs a benchmark suite and writes its report.
-type benchCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*benchCommand) Name() string { return "bench" }
-func (*benchCommand) Synopsis() string {
-	return "run a benchmark suite (disk, chunks, bigdata, sql, sysbench, title5) and write a report with its environment"
-}
+type benchCommand struct{ cmdBase }
 
 // intsFlag is a comma-separated list of positive integers.
 type intsFlag []int

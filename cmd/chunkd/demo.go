@@ -26,14 +26,7 @@ import (
 // folder store with an emulated round trip, starts the cache service, and
 // runs the seed's join on the local file, from the store directly, and
 // through the service, printing the times side by side.
-type demoCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*demoCommand) Name() string { return "demo" }
-func (*demoCommand) Synopsis() string {
-	return "the seed's SQL join: local file vs object store vs cache service, side by side"
-}
+type demoCommand struct{ cmdBase }
 
 func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("demo", "demo [--dir DIR] [--sentences N] [--translations M] [--rtt 30ms]", c.stderr)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -12,12 +11,7 @@ import (
 )
 
 // genCommand generates data sets for tests, demos and benchmarks.
-type genCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*genCommand) Name() string     { return "gen" }
-func (*genCommand) Synopsis() string { return "generate a deterministic SQLite data set (sentences)" }
+type genCommand struct{ cmdBase }
 
 func (c *genCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("gen", "gen sentences --out FILE.sqlite [--sentences N] [--translations M] [--seed S]", c.stderr)

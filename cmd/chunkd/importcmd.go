@@ -3,21 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/store"
 )
 
 // importCommand publishes a SQLite database to a store as a new version.
-type importCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*importCommand) Name() string { return "import" }
-func (*importCommand) Synopsis() string {
-	return "publish a SQLite file to a store as a new version (pages as chunks)"
-}
+type importCommand struct{ cmdBase }
 
 func (c *importCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("import", "import --store URL --db NAME [--message M] [--page-size N] [--appendix=false] FILE.sqlite", c.stderr)

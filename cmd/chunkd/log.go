@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
@@ -13,12 +12,7 @@ import (
 )
 
 // logCommand lists a database's versions, newest first.
-type logCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*logCommand) Name() string     { return "log" }
-func (*logCommand) Synopsis() string { return "list the versions of a SQLite database in a store" }
+type logCommand struct{ cmdBase }
 
 func rootText(a addr.Addr) string {
 	if a.IsEmpty() {

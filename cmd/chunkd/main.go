@@ -33,18 +33,41 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
+// cmdBase is what every command has: its name, its line in "chunkd help",
+// and where it writes.
+type cmdBase struct {
+	name, synopsis string
+	stdout, stderr io.Writer
+}
+
+func (b *cmdBase) Name() string     { return b.name }
+func (b *cmdBase) Synopsis() string { return b.synopsis }
+
 func commands(stdout, stderr io.Writer) []command {
+	base := func(name, synopsis string) cmdBase {
+		return cmdBase{name: name, synopsis: synopsis, stdout: stdout, stderr: stderr}
+	}
 	return []command{
-		&demoCommand{stdout: stdout, stderr: stderr},
-		&serveCommand{stdout: stdout, stderr: stderr},
-		&genCommand{stdout: stdout, stderr: stderr},
-		&importCommand{stdout: stdout, stderr: stderr},
-		&logCommand{stdout: stdout, stderr: stderr},
-		&sqlCommand{stdout: stdout, stderr: stderr},
-		&tablefileCommand{stdout: stdout, stderr: stderr},
-		&benchCommand{stdout: stdout, stderr: stderr},
-		&statusCommand{stdout: stdout, stderr: stderr},
-		&versionCommand{stdout: stdout, stderr: stderr},
+		&demoCommand{base("demo",
+			"the seed's SQL join: local file vs object store vs cache service, side by side")},
+		&serveCommand{base("serve",
+			"run the chunk cache service (HTTP and gRPC, disk and memory tiers)")},
+		&genCommand{base("gen",
+			"generate a deterministic SQLite data set (sentences)")},
+		&importCommand{base("import",
+			"publish a SQLite file to a store as a new version (pages as chunks)")},
+		&logCommand{base("log",
+			"list the versions of a SQLite database in a store")},
+		&sqlCommand{base("sql",
+			"run a SQL query on a database in a store (through the tiers) or on a local file")},
+		&tablefileCommand{base("tablefile",
+			"list, read and verify table files and archives (ls, get, verify)")},
+		&benchCommand{base("bench",
+			"run a benchmark suite (disk, chunks, bigdata, sql, sysbench, title5) and write a report with its environment")},
+		&statusCommand{base("status",
+			"show a running cache service's databases and cache, or wait until it is ready")},
+		&versionCommand{base("version",
+			"print the module version, commit, Go and SQLite versions")},
 	}
 }
 

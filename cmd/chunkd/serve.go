@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,14 +20,7 @@ import (
 )
 
 // serveCommand runs the cache service.
-type serveCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*serveCommand) Name() string { return "serve" }
-func (*serveCommand) Synopsis() string {
-	return "run the chunk cache service (HTTP and gRPC, disk and memory tiers)"
-}
+type serveCommand struct{ cmdBase }
 
 // sizeFlag is a byte size given as 256MiB, 10GiB, 1.5GB or plain bytes.
 type sizeFlag int64

@@ -24,14 +24,7 @@ import (
 
 // sqlCommand runs a query on a SQLite database in a store, read through
 // the client tiers, or on a plain local file (the baseline).
-type sqlCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*sqlCommand) Name() string { return "sql" }
-func (*sqlCommand) Synopsis() string {
-	return "run a SQL query on a database in a store (through the tiers) or on a local file"
-}
+type sqlCommand struct{ cmdBase }
 
 const sqlUsage = `sql (--store URL --db NAME [--at ROOT] [--service ADDR] | --file FILE.sqlite) -q SQL [--format table|csv|json]`
 

@@ -18,14 +18,7 @@ import (
 
 // statusCommand shows a running service's state, or waits for it to be
 // ready.
-type statusCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*statusCommand) Name() string { return "status" }
-func (*statusCommand) Synopsis() string {
-	return "show a running cache service's databases and cache, or wait until it is ready"
-}
+type statusCommand struct{ cmdBase }
 
 func (c *statusCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("status", "status [--service URL] [--ready [--wait D]]", c.stderr)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -14,14 +13,7 @@ import (
 )
 
 // tablefileCommand inspects table files: ls, get, verify.
-type tablefileCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*tablefileCommand) Name() string { return "tablefile" }
-func (*tablefileCommand) Synopsis() string {
-	return "list, read and verify table files and archives (ls, get, verify)"
-}
+type tablefileCommand struct{ cmdBase }
 
 const tablefileUsage = `tablefile ls FILE | get FILE ADDR | verify FILE
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -11,14 +10,7 @@ import (
 )
 
 // versionCommand prints what the binary was built from.
-type versionCommand struct {
-	stdout, stderr io.Writer
-}
-
-func (*versionCommand) Name() string { return "version" }
-func (*versionCommand) Synopsis() string {
-	return "print the module version, commit, Go and SQLite versions"
-}
+type versionCommand struct{ cmdBase }
 
 func (c *versionCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("version", "version", c.stderr)
