@@ -243,7 +243,7 @@ func TestRegistry(t *testing.T) {
 			t.Error("registering a name twice did not panic")
 		}
 	}()
-	Register(diskSuite{})
+	Register(suite{name: "disk"})
 }
 
 func TestProcIO(t *testing.T) {

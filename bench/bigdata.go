@@ -25,11 +25,6 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-func init() {
-	Register(suite{name: "bigdata", run: runBigdata,
-		synopsis: "uniform random reads of a data set several times the service's memory: ops/s, latency, disk reads per read (goal 1.00)"})
-}
-
 const bigdataDB = "bigdata"
 
 // bigdataRun is one measured phase's counters.
@@ -63,11 +58,10 @@ func runBigdata(ctx context.Context, r *Runner) error {
 		rig.limit = 2*rig.mem + 64<<20 // Go's heap runs to about twice the live data
 	}
 	clients := cfg.clients([]int{1, 8}, []int{1, 32}, []int{1, 16, 64, 128})
-	load := Load{
-		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 100*time.Millisecond, time.Second, 5*time.Second)),
-		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 300*time.Millisecond, 4*time.Second, 20*time.Second)),
-		Count:    cfg.Count,
-	}
+	load := cfg.load(Load{
+		Warmup:   pick(cfg.Scale, 100*time.Millisecond, time.Second, 5*time.Second),
+		Duration: pick(cfg.Scale, 300*time.Millisecond, 4*time.Second, 20*time.Second),
+	})
 
 	rep.Intro = fmt.Sprintf("YugabyteDB's uncached random-read test at our scale: a data set of %s of table files (%s of chunks) "+
 		"served by a `chunkd serve` process given %s of memory for chunks, so most reads cannot be memory hits; "+

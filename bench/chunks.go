@@ -32,11 +32,6 @@ import (
 	_ "github.com/chunkd/chunkd/store/folder" // the data sets' stores
 )
 
-func init() {
-	Register(suite{name: "chunks", run: runChunks,
-		synopsis: "GetChunk latency and throughput per path: bare HTTP, memory hit, disk hit, read-through miss, store direct"})
-}
-
 const chunksDB = "bench"
 
 // runChunks measures GetChunk per path, from the floor (a bare HTTP
@@ -60,12 +55,11 @@ func runChunks(ctx context.Context, r *Runner) error {
 	default:
 		return fmt.Errorf("bad API %q: want http, grpc or both", cfg.API)
 	}
-	load := Load{
-		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 50*time.Millisecond, 300*time.Millisecond, time.Second)),
-		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 150*time.Millisecond, time.Second, 5*time.Second)),
-		Count:    cfg.Count,
+	load := cfg.load(Load{
+		Warmup:   pick(cfg.Scale, 50*time.Millisecond, 300*time.Millisecond, time.Second),
+		Duration: pick(cfg.Scale, 150*time.Millisecond, time.Second, 5*time.Second),
 		MinCount: pick(cfg.Scale, 10, 100, 500),
-	}
+	})
 	rep.Intro = "GetChunk, one chunk per request, from clients in a closed loop (each sends its next request when the last is answered), " +
 		"to the addresses of one table file in a random order (cycled: a chunk comes back only after all others). Paths, from the floor up:\n\n" +
 		"- `bare-http`: a bare Go HTTP server on loopback answering every request with the same bytes: the floor any HTTP path stands on.\n" +

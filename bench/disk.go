@@ -18,22 +18,13 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-func init() { Register(diskSuite{}) }
+const directAlign = 4096
 
-// diskSuite is the smell test of the cache dir's disk, before any chunkd
+// runDisk is the smell test of the cache dir's disk, before any chunkd
 // figure: random reads of a test file at queue depth 1 and 16, with
 // O_DIRECT (the device) and through the page cache, as fio's randread
 // with the psync engine measures them.
-type diskSuite struct{}
-
-func (diskSuite) Name() string { return "disk" }
-func (diskSuite) Synopsis() string {
-	return "fio-style random reads (4/16/32 KiB, queue depth 1 and 16, O_DIRECT and buffered) in the cache dir's file system"
-}
-
-const directAlign = 4096
-
-func (diskSuite) Run(ctx context.Context, r *Runner) error {
+func runDisk(ctx context.Context, r *Runner) error {
 	cfg := r.Config
 	rep := r.Report
 	rep.Baseline = "direct"
@@ -51,11 +42,10 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 	if len(qds) == 0 {
 		qds = []int{1, 16}
 	}
-	load := Load{
-		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 50*time.Millisecond, 500*time.Millisecond, 2*time.Second)),
-		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 150*time.Millisecond, 2*time.Second, 10*time.Second)),
-		Count:    cfg.Count,
-	}
+	load := cfg.load(Load{
+		Warmup:   pick(cfg.Scale, 50*time.Millisecond, 500*time.Millisecond, 2*time.Second),
+		Duration: pick(cfg.Scale, 150*time.Millisecond, 2*time.Second, 10*time.Second),
+	})
 	for _, bs := range sizes {
 		if bs <= 0 || bs%directAlign != 0 || int64(bs) > fileSize {
 			return fmt.Errorf("block size %d: must be a positive multiple of %d no larger than the file", bs, directAlign)
@@ -114,51 +104,83 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 	rep.Env.Set("engine", "%s", engine)
 	rep.Env.Set("timing", "warm-up %s, then %s per case and run", load.Warmup, describeLoad(load))
 
-	type key struct {
-		bs, qd int
-		mode   string
+	d := &diskBench{file: name, size: fileSize, sizes: sizes, qds: qds, modes: modes, fio: fio, load: load}
+	runs, colds, err := d.measure(ctx, r)
+	if err != nil {
+		return err
 	}
-	runs := map[key][]Stats{}
-	colds := map[key][]float64{} // buffered: % of reads that were a block's first in the run
-	for run := 1; run <= cfg.Runs; run++ {
-		for _, bs := range sizes {
-			for _, qd := range qds {
-				for _, mode := range modes {
+	d.report(rep, runs, colds)
+	return nil
+}
+
+// diskBench is what the disk suite measures: random reads of file with
+// each block size, queue depth and mode, by the built-in reader or by fio.
+type diskBench struct {
+	file  string
+	size  int64
+	sizes []int    // block sizes
+	qds   []int    // queue depths
+	modes []string // "direct", "buffered"
+	fio   string   // fio's path; "" for the built-in reader
+	load  Load
+}
+
+// diskKey is a case: block size, queue depth and mode.
+type diskKey struct {
+	bs, qd int
+	mode   string
+}
+
+// measure runs every case, runs outermost. It returns each case's Stats
+// per run and, for the buffered cases of the built-in reader, the share
+// of reads (in percent) that were the first of their block in the run.
+func (d *diskBench) measure(ctx context.Context, r *Runner) (runs map[diskKey][]Stats, colds map[diskKey][]float64, err error) {
+	runs, colds = map[diskKey][]Stats{}, map[diskKey][]float64{}
+	for run := 1; run <= r.Config.Runs; run++ {
+		for _, bs := range d.sizes {
+			for _, qd := range d.qds {
+				for _, mode := range d.modes {
 					var st Stats
 					var s Sample
 					var cold float64
 					var err error
-					if fio != "" {
-						st, err = runFio(ctx, fio, name, fileSize, bs, qd, mode == "direct", load)
+					if d.fio != "" {
+						st, err = runFio(ctx, d.fio, d.file, d.size, bs, qd, mode == "direct", d.load)
 					} else {
-						s, cold, err = readRandom(ctx, name, fileSize, bs, qd, mode == "direct", load)
+						s, cold, err = readRandom(ctx, d.file, d.size, bs, qd, mode == "direct", d.load)
 						st = s.Stats()
 					}
 					if err != nil {
-						return fmt.Errorf("disk %s %s qd %d: %w", sizeName(bs), mode, qd, err)
+						return nil, nil, fmt.Errorf("disk %s %s qd %d: %w", sizeName(bs), mode, qd, err)
 					}
-					k := key{bs, qd, mode}
+					k := diskKey{bs, qd, mode}
 					runs[k] = append(runs[k], st)
-					if fio == "" && mode == "buffered" {
+					if d.fio == "" && mode == "buffered" {
 						colds[k] = append(colds[k], cold*100)
 					}
-					if fio == "" && qd == qds[0] {
-						rep.Samples(diskCase(bs), mode, qd, s.Lat)
+					if d.fio == "" && qd == d.qds[0] {
+						r.Report.Samples(diskCase(bs), mode, qd, s.Lat)
 					}
-					r.Logf("disk: run %d/%d %s %s qd %d: p50 %s µs, p99 %s µs, %s IOPS", run, cfg.Runs, diskCase(bs), mode, qd,
+					r.Logf("disk: run %d/%d %s %s qd %d: p50 %s µs, p99 %s µs, %s IOPS", run, r.Config.Runs, diskCase(bs), mode, qd,
 						fmtUS(us(st.P50)), fmtUS(us(st.P99)), fmtRate(st.Throughput))
 				}
 			}
 		}
 	}
-	for _, bs := range sizes {
-		for _, mode := range modes {
-			for _, qd := range qds {
+	return runs, colds, nil
+}
+
+// report adds the results and the share of buffered reads that reached
+// the device.
+func (d *diskBench) report(rep *Report, runs map[diskKey][]Stats, colds map[diskKey][]float64) {
+	for _, bs := range d.sizes {
+		for _, mode := range d.modes {
+			for _, qd := range d.qds {
 				path := mode
-				if fio != "" {
+				if d.fio != "" {
 					path = "fio-" + mode
 				}
-				rep.Add(Summarize("disk", diskCase(bs), path, qd, runs[key{bs, qd, mode}]))
+				rep.Add(Summarize("disk", diskCase(bs), path, qd, runs[diskKey{bs, qd, mode}]))
 			}
 		}
 	}
@@ -167,9 +189,9 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 		fmt.Fprintf(&b, "The page cache was dropped for the file before each buffered run and readahead is off, so a buffered read went to the device only if it was the first read of its block in the run (warm-up included). "+
 			"Share of the measured buffered reads that were such first reads (median over runs); the rest were page-cache hits. A large share of hits means the run read the whole file into memory: use --file-size larger than what the run reads, or read the direct rows.\n\n")
 		fmt.Fprintf(&b, "| block | queue depth | cold reads |\n|---|--:|--:|\n")
-		for _, bs := range sizes {
-			for _, qd := range qds {
-				if c := colds[key{bs, qd, "buffered"}]; len(c) > 0 {
+		for _, bs := range d.sizes {
+			for _, qd := range d.qds {
+				if c := colds[diskKey{bs, qd, "buffered"}]; len(c) > 0 {
 					fmt.Fprintf(&b, "| %s | %d | %.1f%% |\n", sizeName(bs), qd, median(c))
 					rep.Metric(diskCase(bs), "buffered", qd, "cold_read_pct", median(c))
 				}
@@ -177,10 +199,9 @@ func (diskSuite) Run(ctx context.Context, r *Runner) error {
 		}
 		rep.Section("Buffered reads: how many reached the device", b.String())
 	}
-	if fio == "" {
+	if d.fio == "" {
 		rep.Notef("Go's pread on a regular file blocks an OS thread; queue depth 16 is 16 goroutines, each on its own thread while it waits, as fio's numjobs=16 with psync is 16 processes.")
 	}
-	return nil
 }
 
 func diskCase(bs int) string {

@@ -13,11 +13,6 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-func init() {
-	Register(suite{name: "sql", run: runSQL,
-		synopsis: "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"})
-}
-
 const sqlDBName = "sentences"
 
 // sqlQuery is one query of the suite.

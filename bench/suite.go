@@ -26,8 +26,8 @@ type Suite interface {
 	Run(ctx context.Context, r *Runner) error
 }
 
-// suite is a Suite made of its parts: the package's suites declare
-// themselves with one.
+// suite is a Suite made of its parts, as the package's suites are listed
+// in init below.
 type suite struct {
 	name, synopsis string
 	run            func(ctx context.Context, r *Runner) error
@@ -36,6 +36,20 @@ type suite struct {
 func (s suite) Name() string                             { return s.name }
 func (s suite) Synopsis() string                         { return s.synopsis }
 func (s suite) Run(ctx context.Context, r *Runner) error { return s.run(ctx, r) }
+
+// The package's suites.
+func init() {
+	for _, s := range []suite{
+		{name: "disk", run: runDisk, synopsis: "fio-style random reads (4/16/32 KiB, queue depth 1 and 16, O_DIRECT and buffered) in the cache dir's file system"},
+		{name: "chunks", run: runChunks, synopsis: "GetChunk latency and throughput per path: bare HTTP, memory hit, disk hit, read-through miss, store direct"},
+		{name: "bigdata", run: runBigdata, synopsis: "uniform random reads of a data set several times the service's memory: ops/s, latency, disk reads per read (goal 1.00)"},
+		{name: "sql", run: runSQL, synopsis: "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"},
+		{name: "sysbench", run: runSysbench, synopsis: "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"},
+		{name: "title5", run: runTitle5, synopsis: "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"},
+	} {
+		Register(s)
+	}
+}
 
 var (
 	regMu  sync.Mutex
@@ -160,6 +174,17 @@ func (c Config) clients(tiny, small, large []int) []int {
 		return c.Clients
 	}
 	return pick(c.Scale, tiny, small, large)
+}
+
+// load is def, a suite's Load at its scale, with Config's warm-up,
+// duration and count where they are set.
+func (c Config) load(def Load) Load {
+	def.Warmup = durationOr(c.Warmup, def.Warmup)
+	def.Duration = durationOr(c.Duration, def.Duration)
+	if c.Count > 0 {
+		def.Count = c.Count
+	}
+	return def
 }
 
 // Runner is what a suite runs with: its configuration, its report, and a

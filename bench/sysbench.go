@@ -13,11 +13,6 @@ import (
 	"github.com/chunkd/chunkd/gen"
 )
 
-func init() {
-	Register(suite{name: "sysbench", run: runSysbench,
-		synopsis: "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"})
-}
-
 const sysbenchDBName = "sbtest"
 
 // Sysbench's parameters, as its OLTP scripts default them.
@@ -206,13 +201,12 @@ func runSysbench(ctx context.Context, r *Runner) error {
 	rep.Baseline = pathLocal
 	rep.ThreadsLabel = "threads"
 	rowsN := pick(cfg.Scale, 2_000, 50_000, 500_000)
-	load := Load{
+	load := cfg.load(Load{
 		Clients:  1,
-		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 10*time.Millisecond, 500*time.Millisecond, 2*time.Second)),
-		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 40*time.Millisecond, 2*time.Second, 10*time.Second)),
-		Count:    cfg.Count,
+		Warmup:   pick(cfg.Scale, 10*time.Millisecond, 500*time.Millisecond, 2*time.Second),
+		Duration: pick(cfg.Scale, 40*time.Millisecond, 2*time.Second, 10*time.Second),
 		MinCount: pick(cfg.Scale, 2, 5, 10),
-	}
+	})
 	// One run of one test on one path may not take longer than this: a
 	// test too slow for a path (the store directly, a scan) is dropped
 	// from that path with a note.

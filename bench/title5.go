@@ -14,11 +14,6 @@ import (
 	"github.com/chunkd/chunkd/sqlitevfs"
 )
 
-func init() {
-	Register(suite{name: "title5", run: runTitle5,
-		synopsis: "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"})
-}
-
 const title5DBName = "imdb"
 
 // title5CacheKiB is each SQLite connection's page cache in the suite.
@@ -84,12 +79,11 @@ func runTitle5(ctx context.Context, r *Runner) error {
 	titles := pick(cfg.Scale, 2_000, 35_000, 500_000)
 	threads := cfg.clients([]int{1, 4}, []int{1, 4, 16}, []int{1, 2, 4, 8, 16, 32, 64})
 	maxThreads := max(1, slices.Max(threads))
-	load := Load{
-		Warmup:   durationOr(cfg.Warmup, pick(cfg.Scale, 30*time.Millisecond, time.Second, 5*time.Second)),
-		Duration: durationOr(cfg.Duration, pick(cfg.Scale, 150*time.Millisecond, 3*time.Second, 15*time.Second)),
-		Count:    cfg.Count,
+	load := cfg.load(Load{
+		Warmup:   pick(cfg.Scale, 30*time.Millisecond, time.Second, 5*time.Second),
+		Duration: pick(cfg.Scale, 150*time.Millisecond, 3*time.Second, 15*time.Second),
 		MinCount: pick(cfg.Scale, 4, 20, 100),
-	}
+	})
 	budget := max(pick(cfg.Scale, 20*time.Second, 2*time.Minute, 10*time.Minute), 10*(load.Warmup+load.Duration))
 
 	rig, err := startSQLRig(ctx, r, "title5", fmt.Sprintf("imdb-%d.sqlite", titles), title5DBName, "chunkd-bench-title5", func(path string) error {
