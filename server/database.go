@@ -13,6 +13,7 @@ import (
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
+	"github.com/chunkd/chunkd/tableset"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -112,97 +113,66 @@ func (d *database) fresh() bool {
 }
 
 // refresh reads the manifest again and opens the indexes of any files it
-// has not seen. Indexes of files it already knows are kept.
-//
-// Each store request has its own deadline (StoreTimeout), not the load as
-// a whole: a database of a thousand files takes many round trips.
+// has not seen (tableset.Loader); indexes of files it already knows are
+// kept. Each store request has its own deadline (StoreTimeout), not the
+// load as a whole: a database of a thousand files takes many round trips.
 func (d *database) refresh(ctx context.Context) error {
 	e := d.env
-	mctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
-	m, _, err := d.mdb.Load(mctx)
-	cancel()
+	loader := &tableset.Loader[*table]{
+		DB:      d.mdb,
+		Timeout: e.cfg.StoreTimeout,
+		OpenIndex: func(ctx context.Context, o tableset.Object) (*tablefile.Table, *table, error) {
+			t, err := openTable(ctx, d, o)
+			if err != nil {
+				return nil, nil, err
+			}
+			return t.idx, t, nil
+		},
+	}
+	m, _, err := loader.Manifest(ctx)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return errorf(KindUnknownDB, nil, "unknown database %q: no manifest in %s", d.name, e.store)
 		}
 		return storeErr(err, "load database %q", d.name)
 	}
-	appendix := map[string]bool{}
-	for _, n := range m.Appendix {
-		appendix[n] = true
-	}
 	d.mu.RLock()
 	known := d.byName
 	d.mu.RUnlock()
-
-	var (
-		wg          sync.WaitGroup
-		sem         = make(chan struct{}, 8)
-		errMu       sync.Mutex
-		firstErr    error
-		unreachable error
-		broken      int
-		opened      = make([]*table, len(m.Specs))
-	)
-	journals := 0
-	for i, spec := range m.Specs {
-		if manifest.IsJournal(spec.Name) {
-			journals++
-			continue // a local Dolt journal is not a table file
+	set := loader.Open(ctx, m, func(name string) (*tableset.File[*table], bool) {
+		t := known[name]
+		if t == nil {
+			return nil, false
 		}
-		if t := known[spec.Name]; t != nil {
-			t.appendix.Store(appendix[spec.Name])
-			opened[i] = t
-			continue
-		}
-		wg.Add(1)
-		go func(i int, spec manifest.Spec) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			t, err := openTable(ctx, d, spec.Name, appendix[spec.Name])
-			errMu.Lock()
-			defer errMu.Unlock()
-			if err != nil {
-				broken++
-				if firstErr == nil {
-					firstErr = err
-				}
-				if unreachable == nil && isStoreFailure(err) {
-					unreachable = err
-				}
-				return
-			}
-			opened[i] = t
-		}(i, spec)
-	}
-	wg.Wait()
+		return &tableset.File[*table]{Object: tableset.Object{Name: t.name, Key: t.key, Size: t.size}, Index: t.idx, Value: t}, true
+	})
 	// A store that cannot be asked fails the load (the next request tries
 	// again). A file that cannot be opened (corrupt, missing from the
 	// store) does not keep the others from being served, unless none can
 	// be.
-	if unreachable != nil {
-		return unreachable
+	for _, fe := range set.Failed {
+		if isStoreFailure(fe.Err) {
+			return storeErr(fe.Err, "database %q: table file %s", d.name, fe.Name)
+		}
 	}
 	var missingErr error
-	if broken > 0 {
-		if broken == len(m.Specs)-journals {
-			return firstErr
+	if err := set.Err(); err != nil {
+		if len(set.Files) == 0 {
+			return storeErr(err, "database %q", d.name)
 		}
 		// Its own kind: the cause (a file missing from the store, say)
 		// must not turn "unknown" into a 404, which reads as "absent".
-		missingErr = errorf(KindUnknownChunk, nil, "database %q: %d of its table files could not be opened, and the chunk is in none of the others (first: %v)", d.name, broken, firstErr)
-		e.log.Error("table files of the database could not be opened; serving the others", "db", d.name, "files", broken, "first", firstErr)
+		missingErr = errorf(KindUnknownChunk, nil, "database %q: %d of its table files could not be opened, and the chunk is in none of the others (%v)", d.name, len(set.Failed), err)
+		e.log.Error("table files of the database could not be opened; serving the others", "db", d.name, "files", len(set.Failed), "err", err)
 	}
-	tables := make([]*table, 0, len(opened))
-	byName := make(map[string]*table, len(opened))
-	for _, t := range opened {
-		if t != nil {
-			tables = append(tables, t)
-			byName[t.name] = t
-		}
+	tables := make([]*table, 0, len(set.Files))
+	byName := make(map[string]*table, len(set.Files))
+	for _, f := range set.Files {
+		f.Value.appendix.Store(f.Appendix)
+		tables = append(tables, f.Value)
+		byName[f.Name] = f.Value
 	}
-	d.publish(m.Root, tables, byName, broken, missingErr, time.Now())
+	d.publish(m.Root, tables, byName, len(set.Failed), missingErr, time.Now())
 	d.saveState()
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/tablefile"
+	"github.com/chunkd/chunkd/tableset"
 )
 
 // table is one table file of a database: its in-memory index, and where
@@ -61,26 +62,19 @@ func newTable(d *database, name, key string, size int64, appendix bool) *table {
 	return t
 }
 
-// openTable opens table file name of database d: from its verified copy on
-// disk when there is one, else its index from the store.
-func openTable(ctx context.Context, d *database, name string, appendix bool) (*table, error) {
+// openTable opens table file o of database d (found in the store by the
+// loader): from its verified copy on disk when there is one, else its
+// index from the store.
+func openTable(ctx context.Context, d *database, o tableset.Object) (*table, error) {
 	e := d.env
-	rctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
-	key, size, err := d.mdb.ResolveTable(rctx, name)
-	cancel()
-	if err != nil {
-		return nil, storeErr(err, "database %q: table file %s", d.name, name)
-	}
-	if t := openCachedTable(d, name, key, size, appendix); t != nil {
+	if t := openCachedTable(d, o.Name, o.Key, o.Size, o.Appendix); t != nil {
 		return t, nil
 	}
-	t := newTable(d, name, key, size, appendix)
-	t.idx, err = tablefile.Open(storeFile{e, key}, size, &tablefile.Options{Tail: e.cfg.IndexTail, IndexHash: true})
+	t := newTable(d, o.Name, o.Key, o.Size, o.Appendix)
+	var err error
+	t.idx, err = tablefile.Open(storeFile{e, o.Key}, o.Size, &tablefile.Options{Tail: e.cfg.IndexTail, IndexHash: true})
 	if err != nil {
-		if isStoreFailure(err) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, storeErr(err, "database %q: open index of %s", d.name, key)
-		}
-		return nil, fmt.Errorf("database %q: open index of %s: %w", d.name, key, err)
+		return nil, fmt.Errorf("open index: %w", err)
 	}
 	return t, nil
 }
