@@ -107,9 +107,22 @@ func (h *httpAPI) observe(name string, fn http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		defer func() {
+			// A batch that fails mid-stream (a client cut off, a store
+			// error after the headers) ends by aborting the connection:
+			// counted as "aborted", then the abort goes on.
+			p := recover()
+			code := strconv.Itoa(sw.code)
+			if p != nil {
+				code = "aborted"
+			}
+			lat.Observe(time.Since(start).Seconds())
+			h.c.metrics.requests.WithLabelValues(name, code).Inc()
+			if p != nil {
+				panic(p)
+			}
+		}()
 		fn(sw, r)
-		lat.Observe(time.Since(start).Seconds())
-		h.c.metrics.requests.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
 	}
 }
 

@@ -50,6 +50,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	storeTimeout := fs.Duration("store-timeout", 10*time.Second, "deadline for one read from the object store, and the longest a download waits for its next bytes")
 	manifestTTL := fs.Duration("manifest-ttl", 5*time.Second, "how stale a manifest may be before a miss re-reads it")
 	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
+	clientTimeout := fs.Duration("client-timeout", 30*time.Second, "the longest the service waits on a client: to send a request, or to take the next part of an answer")
 	var sec secureFlags
 	sec.add(fs)
 	configFile := fs.String("config", "", "read settings from this YAML file (keys are flag names; default $CHUNKD_CONFIG); flags and CHUNKD_* variables win over it")
@@ -82,8 +83,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	default:
 		return usagef("--miss must be read-through or notfound, not %q", *miss)
 	}
-	if mem <= 0 || disk <= 0 || *storeTimeout <= 0 || *manifestTTL <= 0 {
-		return usagef("--mem, --disk, --store-timeout and --manifest-ttl must be positive")
+	if mem <= 0 || disk <= 0 || *storeTimeout <= 0 || *manifestTTL <= 0 || *clientTimeout <= 0 {
+		return usagef("--mem, --disk, --store-timeout, --manifest-ttl and --client-timeout must be positive")
 	}
 	if *downloads < 1 {
 		return usagef("--downloads must be at least 1")
@@ -105,7 +106,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		Store: st, CacheDir: *cacheDir,
 		MemBytes: int64(mem), DiskBytes: int64(disk), NoFsync: !*fsync, Miss: policy,
 		StoreTimeout: *storeTimeout, ManifestTTL: *manifestTTL, Downloads: *downloads,
-		Logger: log, Registry: reg,
+		ClientTimeout: *clientTimeout, Logger: log, Registry: reg,
 	})
 	if err != nil {
 		return err
@@ -130,7 +131,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	stopHUP := make(chan struct{})
 	defer close(stopHUP)
 	reloadOnHUP(authz, log, stopHUP)
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute,
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: *clientTimeout, IdleTimeout: 5 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(hl) }()
