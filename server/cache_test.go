@@ -122,14 +122,14 @@ func (h *heldReader) Read(p []byte) (int, error) {
 func (h *heldReader) Close() error { return h.rc.Close() }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	fs    *faultStore
 	db    *testdb.DB
 	dir   string
 	cache *Cache
 }
 
-func newFixture(t *testing.T, o testdb.Options, cfg Config) *fixture {
+func newFixture(t testing.TB, o testdb.Options, cfg Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "store"))
