@@ -10,11 +10,12 @@ import (
 
 // build writes a new SQLite database to path, as Sentences, Sysbench and
 // IMDb do: with PageSize pages, no journal, one transaction, into a
-// temporary file that is renamed into place only when complete. It creates the tables of
-// schema, calls fill to insert the rows, then runs indexes (the secondary
-// indexes, built once over the loaded rows, as sysbench's prepare does:
-// they come out compact).
-func build(path, schema, indexes string, fill func(ctx context.Context, tx *sql.Tx) error) error {
+// temporary file that is renamed into place only when complete. It
+// creates the tables of schema, calls fill to insert the rows (ticking p),
+// then runs indexes (the secondary indexes, built once over the loaded
+// rows, as sysbench's prepare does: they come out compact). Once the file
+// is in place it tells p the end.
+func build(path, schema, indexes string, p *progress, fill func(ctx context.Context, tx *sql.Tx) error) error {
 	tmp := path + ".gen-tmp"
 	_ = os.Remove(tmp)
 	if err := buildFile(tmp, schema, indexes, fill); err != nil {
@@ -25,6 +26,7 @@ func build(path, schema, indexes string, fill func(ctx context.Context, tx *sql.
 		_ = os.Remove(tmp)
 		return fmt.Errorf("gen: %w", err)
 	}
+	p.finish()
 	return nil
 }
 

@@ -73,17 +73,12 @@ func Sentences(path string, opts SentencesOptions) error {
 		return fmt.Errorf("gen: Translations must be in [0, %d], got %d", n*(n-1), opts.Translations)
 	}
 	p := &progress{fn: opts.Progress, total: opts.Sentences + opts.Translations}
-	err := build(path, Schema, "", func(ctx context.Context, tx *sql.Tx) error {
+	return build(path, Schema, "", p, func(ctx context.Context, tx *sql.Tx) error {
 		if err := fillSentences(ctx, tx, opts.Sentences, newRNG(opts.Seed, 1), p); err != nil {
 			return err
 		}
 		return fillTranslations(ctx, tx, opts.Sentences, opts.Translations, newRNG(opts.Seed, 2), p)
 	})
-	if err != nil {
-		return err
-	}
-	p.finish()
-	return nil
 }
 
 // fillSentences inserts sentences 1..n, their language and text drawn

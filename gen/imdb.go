@@ -89,17 +89,12 @@ func IMDb(path string, o IMDbOptions) error {
 		o.Names = o.Titles
 	}
 	p := &progress{fn: o.Progress, total: o.Titles + o.Names}
-	err := build(path, IMDbSchema, IMDbIndexes, func(ctx context.Context, tx *sql.Tx) error {
+	return build(path, IMDbSchema, IMDbIndexes, p, func(ctx context.Context, tx *sql.Tx) error {
 		if err := fillNames(ctx, tx, o.Names, newRNG(o.Seed, 30), p); err != nil {
 			return err
 		}
 		return fillTitles(ctx, tx, o.Titles, o.Names, newRNG(o.Seed, 31), p)
 	})
-	if err != nil {
-		return err
-	}
-	p.finish()
-	return nil
 }
 
 // capitalized appends w with its first letter in upper case.

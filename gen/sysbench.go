@@ -79,7 +79,7 @@ func Sysbench(path string, o SysbenchOptions) error {
 		o.TypesRows = o.Rows
 	}
 	p := &progress{fn: o.Progress, total: 2*o.Rows + o.TypesRows}
-	err := build(path, SysbenchSchema, SysbenchIndexes, func(ctx context.Context, tx *sql.Tx) error {
+	return build(path, SysbenchSchema, SysbenchIndexes, p, func(ctx context.Context, tx *sql.Tx) error {
 		for t := 1; t <= 2; t++ {
 			if err := fillSbtest(ctx, tx, fmt.Sprintf("sbtest%d", t), o.Rows, newRNG(o.Seed, uint64(10+t)), p); err != nil {
 				return err
@@ -87,11 +87,6 @@ func Sysbench(path string, o SysbenchOptions) error {
 		}
 		return fillTypes(ctx, tx, o.TypesRows, newRNG(o.Seed, 20), p)
 	})
-	if err != nil {
-		return err
-	}
-	p.finish()
-	return nil
 }
 
 // digitGroups appends n groups of eleven random digits joined by dashes
