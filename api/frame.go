@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 
 	"github.com/chunkd/chunkd/addr"
@@ -224,6 +225,20 @@ func (fr *FrameReader) Next() (Frame, error) {
 	}
 	fr.frames++
 	return f, nil
+}
+
+// All iterates over the frames to the end of the stream: each frame with
+// a nil error, and at the end nothing more, or the error that stopped it
+// (as Next returns it) with a zero Frame.
+func (fr *FrameReader) All() iter.Seq2[Frame, error] {
+	return func(yield func(Frame, error) bool) {
+		for {
+			f, err := fr.Next()
+			if err == io.EOF || !yield(f, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 func (fr *FrameReader) next() (Frame, error) {

@@ -114,6 +114,57 @@ func (r iotestOneByteish) Read(p []byte) (int, error) {
 	return r.r.Read(p)
 }
 
+func TestFrameReaderAll(t *testing.T) {
+	want := testFrames(50, false)
+	stream := encodeFrames(t, want)
+	var got []Frame
+	for f, err := range NewFrameReader(bytes.NewReader(stream)).All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, f)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("All gave %d frames, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !sameFrame(got[i], want[i]) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+
+	// A stream cut inside a frame: the frames before it, then its error,
+	// then nothing.
+	n, errs := 0, 0
+	for _, err := range NewFrameReader(bytes.NewReader(stream[:len(stream)-1])).All() {
+		if err != nil {
+			errs++
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("cut stream: %v, want io.ErrUnexpectedEOF", err)
+			}
+			continue
+		}
+		if errs > 0 {
+			t.Fatal("a frame after the error")
+		}
+		n++
+	}
+	if n != len(want)-1 || errs != 1 {
+		t.Errorf("cut stream: %d frames and %d errors, want %d and 1", n, errs, len(want)-1)
+	}
+
+	// Breaking out early stops the iteration.
+	n = 0
+	for range NewFrameReader(bytes.NewReader(stream)).All() {
+		if n++; n == 3 {
+			break
+		}
+	}
+	if n != 3 {
+		t.Errorf("break after 3: %d", n)
+	}
+}
+
 func TestFrameLayout(t *testing.T) {
 	var buf bytes.Buffer
 	fw := NewFrameWriter(&buf)

@@ -378,13 +378,8 @@ func (rig *bigdataRig) batchOp(set []addr.Addr) Op {
 		if resp.StatusCode != http.StatusOK {
 			return api.ReadError(resp)
 		}
-		fr := api.NewFrameReader(resp.Body)
 		n := 0
-		for {
-			f, err := fr.Next()
-			if err == io.EOF {
-				break
-			}
+		for f, err := range api.NewFrameReader(resp.Body).All() {
 			if err != nil {
 				return err
 			}

@@ -218,14 +218,9 @@ func (h *httpService) getMany(ctx context.Context, as []addr.Addr, fn func(j int
 	default:
 		return statusError(h.base, resp)
 	}
-	fr := api.NewFrameReader(resp.Body)
 	seen := make([]bool, len(as))
 	got := 0
-	for {
-		f, err := fr.Next()
-		if err == io.EOF {
-			break
-		}
+	for f, err := range api.NewFrameReader(resp.Body).All() {
 		if err != nil {
 			return &serviceError{err: fmt.Errorf("cache service %s: batch cut short after %d of %d chunks: %w", h.base, got, len(as), err)}
 		}
