@@ -22,11 +22,16 @@ type FilePages struct {
 // closing f is the caller's business.
 func NewFilePages(f *os.File) (*FilePages, error) {
 	var hdr [100]byte
-	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+	n, err := f.ReadAt(hdr[:], 0)
+	switch {
+	case n == 0 && err == io.EOF:
+		return nil, fmt.Errorf("sqlitevfs: %s is empty, not an SQLite database", f.Name())
+	case err != nil && err != io.EOF:
 		return nil, fmt.Errorf("sqlitevfs: reading header of %s: %w", f.Name(), err)
-	}
-	if string(hdr[:16]) != "SQLite format 3\x00" {
-		return nil, fmt.Errorf("sqlitevfs: %s is not an SQLite database", f.Name())
+	case n < len(hdr) || string(hdr[:16]) != "SQLite format 3\x00":
+		// The words of sqlchunks' import, so that sql --file and import
+		// say the same of the same file.
+		return nil, fmt.Errorf("sqlitevfs: %s is not an SQLite database (it does not start with the header \"SQLite format 3\")", f.Name())
 	}
 	ps := int(binary.BigEndian.Uint16(hdr[16:18]))
 	if ps == 1 {

@@ -170,6 +170,9 @@ func (l *latencyStore) PutIf(ctx context.Context, key string, data []byte, ifVer
 // String names the wrapped store; the emulated latency is not part of it.
 func (l *latencyStore) String() string { return l.s.String() }
 
+// Unwrap returns the store behind the emulated latency.
+func (l *latencyStore) Unwrap() Store { return l.s }
+
 func (l *latencyStore) Close() error { return l.s.Close() }
 
 // Counting wraps a store and counts the requests made through it and the

@@ -111,7 +111,12 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		return nil, errors.New("open store: empty URL")
 	}
 	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 { // "C:" style or a plain path
+	switch {
+	case err == nil && u.Scheme == "" && u.RawQuery != "" && u.Fragment == "":
+		// A plain path with parameters ("/data/store?latency=30ms"): the
+		// parameters are parameters, not part of a folder's name.
+		u = &url.URL{Scheme: "file", Path: u.Path, RawQuery: u.RawQuery}
+	case err != nil || u.Scheme == "" || len(u.Scheme) == 1: // "C:" style or a plain path
 		u = &url.URL{Scheme: "file", Path: rawURL}
 	}
 	mu.Lock()
@@ -138,6 +143,22 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 
 // secretParams are the query parameters that hold secrets.
 var secretParams = []string{"secret_key", "session_token", "password", "token"}
+
+// Exists reports whether s exists at all, for stores that can tell: a
+// folder store whose directory is missing (no read tells it from an empty
+// store) does not. Stores that cannot tell, and wrappers of them, exist.
+func Exists(s Store) bool {
+	for {
+		switch x := s.(type) {
+		case interface{ Exists() bool }:
+			return x.Exists()
+		case interface{ Unwrap() Store }:
+			s = x.Unwrap()
+		default:
+			return true
+		}
+	}
+}
 
 // Redact returns a store URL fit for logs: the password of its user
 // information and the values of query parameters that hold secrets

@@ -192,6 +192,9 @@ func parseArchiveIndex(raw []byte, f archiveFooter, indexOff int64) (*archiveInd
 		x.ends[k] = end
 		prev = end
 	}
+	if prev > uint64(indexOff) {
+		return nil, corruptf(indexOff, "", "byte spans end at %d, but the index starts at %d: %d bytes of data are missing (truncated?)", prev, indexOff, prev-uint64(indexOff))
+	}
 	if prev != uint64(indexOff) {
 		return nil, corruptf(indexOff, "", "byte spans end at %d, but the index starts at %d", prev, indexOff)
 	}

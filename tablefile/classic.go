@@ -77,6 +77,9 @@ func parseClassicIndex(raw []byte, n int, indexOff int64) (*classicIndex, error)
 		offsets[k] = off
 		off += uint64(l)
 	}
+	if off > uint64(indexOff) {
+		return nil, corruptf(indexOff, "", "records add up to %d bytes, but the index starts at %d: %d bytes of records are missing (truncated?)", off, indexOff, off-uint64(indexOff))
+	}
 	if off != uint64(indexOff) {
 		return nil, corruptf(indexOff, "", "records add up to %d bytes, but the index starts at %d", off, indexOff)
 	}

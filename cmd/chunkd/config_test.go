@@ -101,7 +101,7 @@ func TestServeConfigErrors(t *testing.T) {
 	}{
 		{nil, []string{"--config", write("mem: 1GiB\ncache-dri: /x\n")}, `c1.yaml:2: unknown setting "cache-dri"`},
 		{nil, []string{"--config", write("listen: [a, b]\n")}, "listen: want a single value"},
-		{nil, []string{"--config", write("mem: lots\n")}, `config file ` + dir + `/c3.yaml: mem: "lots": bad size`},
+		{nil, []string{"--config", write("mem: lots\n")}, `config file ` + dir + `/c3.yaml: mem: "lots": want a number with a unit`},
 		{[]string{"CHUNKD_DOWNLOADS=many"}, nil, `CHUNKD_DOWNLOADS="many"`},
 		{nil, []string{"--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml: no such file"},
 	} {

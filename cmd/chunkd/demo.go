@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlchunks"
@@ -36,6 +37,9 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	rtt := fs.Duration("rtt", 30*time.Millisecond, "emulated object-store round trip (S3's first-byte latency is ~30 ms)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q (demo takes only flags)", fs.Args())
 	}
 	if *sentences < 1 || *translations < 1 || *rtt < 0 {
 		return usagef("--sentences and --translations must be positive, --rtt not negative")
@@ -115,7 +119,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		path  string
 		took  time.Duration
 		rows  int
-		stats string
+		stats client.Stats
 	}
 	var results []result
 	run := func(path string, open func() (*openDB, error)) error {
@@ -126,7 +130,10 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		}
 		rows, err := d.run(ctx, gen.SeedQuery, "csv", io.Discard)
 		took := time.Since(start)
-		stats := d.stats()
+		var stats client.Stats
+		if d.client != nil {
+			stats = d.client.Stats()
+		}
 		d.close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -165,10 +172,25 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		say("%-28s %10v %9.2fx", r.path, r.took.Round(time.Millisecond), float64(r.took)/float64(results[0].took))
 	}
 	say("")
-	say("each path is a fresh client (as a new 'chunkd sql' process would be); tiers per path:")
+	say("Where each path's chunks came from (each path is a fresh client, as a new 'chunkd sql' process")
+	say("would be; chunks are SQLite pages and the version's own chunks):")
+	say("")
+	say("%-28s %8s %8s %8s %8s %8s %8s %9s %8s", "path", "memory", "service", "(cached)", "(store)", "files", "store", "store MiB", "hedged")
 	for _, r := range results[1:] {
-		say("  %s: %s", r.path, r.stats)
+		st := r.stats
+		say("%-28s %8d %8d %8d %8d %8d %8d %9.1f %8d", r.path, st.Memory.Chunks, st.Service.Chunks,
+			st.ServiceTiers.Disk+st.ServiceTiers.Memory+st.ServiceTiers.Partial, st.ServiceTiers.Store,
+			st.LocalChunks, st.Store.Chunks-st.LocalChunks, float64(st.StoreReadBytes)/(1<<20), st.Hedged)
 	}
+	say("")
+	say("  memory     chunks from the client's own memory (read before in the same query)")
+	say("  service    chunks the cache service sent: (cached) from its memory, its disk or a file still")
+	say("             downloading, (store) read through from the object store on a miss")
+	say("  files      chunks read directly from the service's verified files on this host (--service-dir)")
+	say("  store      chunks the client read from the object store itself, in store MiB of ranged reads")
+	say("             (nearby records merged into one read, indexes included)")
+	say("  hedged     chunks the service had not sent within 50 ms (--service-timeout), so the client asked")
+	say("             the store as well and took whichever correct answer came first")
 	return nil
 }
 

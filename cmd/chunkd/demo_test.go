@@ -23,9 +23,20 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("%s: %s rows, local file %s:\n%s", r[1], r[2], rows[0][2], out)
 		}
 	}
-	for _, want := range []string{"vs local", "store round trip 2ms", "1.00x"} {
+	// One table of where the chunks came from, in one unit per column,
+	// every column explained (hedged included).
+	for _, want := range []string{"vs local", "store round trip 2ms", "1.00x",
+		"path                           memory  service (cached)  (store)    files    store store MiB   hedged",
+		"\n  hedged     chunks the service had not sent within 50 ms"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestDemoRefusesArguments(t *testing.T) {
+	_, errOut, err := chunkd(t, "demo", "extra")
+	if exitCode(t, err) != 2 || !strings.Contains(errOut, `unexpected arguments ["extra"]`) {
+		t.Fatalf("demo extra: %v %q", err, errOut)
 	}
 }

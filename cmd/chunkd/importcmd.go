@@ -41,7 +41,7 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "imported %s as %s/%s version %s (parent %s)\n", fs.Arg(0), st, *db, res.Root, rootText(res.Parent))
+	fmt.Fprintf(c.stdout, "imported %s as database %q in %s, version %s (parent %s)\n", fs.Arg(0), *db, store.Redact(st.String()), res.Root, rootText(res.Parent))
 	fmt.Fprintf(c.stdout, "  %d pages of %d bytes, %d distinct chunks, %d new\n", res.Pages, res.PageSize, res.Chunks, res.NewChunks)
 	if res.TableFile != "" {
 		fmt.Fprintf(c.stdout, "  new table file %s: %d bytes\n", res.TableFile, res.TableBytes)

@@ -30,6 +30,9 @@ func (c *logCommand) Run(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
 	if *storeURL == "" || *db == "" {
 		return usagef("--store and --db are required")
 	}

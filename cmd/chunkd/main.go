@@ -13,6 +13,9 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
+	"time"
+
+	"github.com/chunkd/chunkd/store"
 
 	_ "github.com/chunkd/chunkd/store/folder" // file:// and plain paths
 	_ "github.com/chunkd/chunkd/store/s3"     // s3://
@@ -101,6 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.Name() != args[0] {
 			continue
 		}
+		start := time.Now()
 		err := c.Run(ctx, args[1:])
 		var ue usageError
 		switch {
@@ -112,6 +116,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "chunkd %s: %s\nRun 'chunkd %s -h' for usage.\n", c.Name(), ue.msg, c.Name())
 			return 2
 		case errors.Is(err, errExit1):
+			return 1
+		case errors.Is(err, store.ErrUnreachable):
+			// The store's own message names the deadline of the one
+			// request that failed; say how long the command waited in all.
+			fmt.Fprintf(stderr, "chunkd %s: %v (gave up after %v)\n", c.Name(), err, time.Since(start).Round(100*time.Millisecond))
 			return 1
 		default:
 			fmt.Fprintf(stderr, "chunkd %s: %v\n", c.Name(), err)
@@ -183,7 +192,31 @@ func setupLogging(fs *flag.FlagSet) error {
 // (chunkd import --db d FILE --message m), leaving the positional ones in
 // fs.Args(); everything after "--" is positional. A bad flag becomes a
 // usageError (the flag package has already printed why).
+//
+// The flag package prints a bad flag's error and the whole usage; here the
+// error is returned alone (main prints it once, with a pointer to -h) and
+// the usage is printed only when asked for with -h.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	restore := func() { fs.Usage = usage; fs.SetOutput(out) }
+	err := parseArgs(fs, args)
+	restore()
+	if errors.Is(err, flag.ErrHelp) {
+		usage()
+	}
+	if err != nil {
+		return err
+	}
+	if err := setupLogging(fs); err != nil {
+		return err
+	}
+	warnURLSecrets(fs)
+	return nil
+}
+
+func parseArgs(fs *flag.FlagSet, args []string) error {
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -203,12 +236,5 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
-	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
-		return err
-	}
-	if err := setupLogging(fs); err != nil {
-		return err
-	}
-	warnURLSecrets(fs)
-	return nil
+	return fs.Parse(append([]string{"--"}, positional...))
 }

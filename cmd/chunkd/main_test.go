@@ -41,8 +41,8 @@ func TestRowWriter(t *testing.T) {
 	cols := []string{"id", "id", "f", "t", "n"}
 	rows := [][]any{{int64(1), int64(2), 1e6, []byte("a\"b"), nil}, {int64(3), int64(4), 0.5, []byte{0xff}, nil}}
 	for format, want := range map[string]string{
-		"json": "[\n{\"id\":1,\"id\":2,\"f\":1000000,\"t\":\"a\\\"b\",\"n\":null},\n{\"id\":3,\"id\":4,\"f\":0.5,\"t\":\"x'ff'\",\"n\":null}\n]\n",
-		"csv":  "id,id,f,t,n\n1,2,1000000,\"a\"\"b\",NULL\n3,4,0.5,x'ff',NULL\n",
+		"json": "[\n{\"id\":1,\"id\":2,\"f\":1000000.0,\"t\":{\"blob\":\"612262\"},\"n\":null},\n{\"id\":3,\"id\":4,\"f\":0.5,\"t\":{\"blob\":\"ff\"},\"n\":null}\n]\n",
+		"csv":  "id,id,f,t,n\n1,2,1000000.0,\"a\"\"b\",\n3,4,0.5,x'ff',\n",
 	} {
 		var b strings.Builder
 		rw := newRowWriter(format, &b, cols)

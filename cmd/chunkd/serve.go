@@ -29,7 +29,7 @@ func (s *sizeFlag) String() string { return humanize.IBytes(uint64(*s)) }
 func (s *sizeFlag) Set(v string) error {
 	n, err := humanize.ParseBytes(v)
 	if err != nil {
-		return fmt.Errorf("bad size %q: want a number with a unit such as 256MiB or 10GiB", v)
+		return errors.New("want a number with a unit such as 256MiB or 10GiB")
 	}
 	*s = sizeFlag(n)
 	return nil
@@ -100,6 +100,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	if !store.Exists(st) {
+		log.Warn("the store does not exist (a folder that is not there): every database is unknown until it is made; check --store", "store", st.String())
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric())
 	cache, err := server.New(server.Config{

@@ -57,6 +57,9 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q (the query goes after -q)", fs.Args())
+	}
 	if *query == "" {
 		return usagef("-q is required")
 	}
@@ -94,6 +97,7 @@ type openDB struct {
 	*sqlitevfs.DB
 	cleanup []func()
 	stats   func() string
+	client  *client.Client // nil for a local file
 }
 
 func (d *openDB) close() {
@@ -142,6 +146,7 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	}
 	d.cleanup = append(d.cleanup, func() { c.Close() })
 	d.stats = func() string { return c.Stats().String() }
+	d.client = c
 	ra := tf.readAhead
 	if ra == 0 {
 		ra = -1 // the flag's 0 means off; the package's 0 means its default
@@ -154,8 +159,33 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	return d, nil
 }
 
-// run runs q and writes its rows to w in format; it returns the row count.
+// run runs every statement of q in turn and writes each one's rows to w
+// in format (a table, CSV or JSON array per statement, as sqlite3 does);
+// it returns the row count of them all.
 func (d *openDB) run(ctx context.Context, q, format string, w io.Writer) (int, error) {
+	stmts := splitStatements(q)
+	if len(stmts) == 0 {
+		return 0, usagef("-q holds no SQL statement")
+	}
+	total := 0
+	for i, stmt := range stmts {
+		if i > 0 && format == "table" {
+			fmt.Fprintln(w)
+		}
+		n, err := d.runOne(ctx, stmt, format, w)
+		total += n
+		if err != nil {
+			if len(stmts) > 1 {
+				return total, fmt.Errorf("statement %d of %d: %w", i+1, len(stmts), err)
+			}
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// runOne runs one statement and writes its rows.
+func (d *openDB) runOne(ctx context.Context, q, format string, w io.Writer) (int, error) {
 	rows, err := d.QueryContext(ctx, q)
 	if err != nil {
 		return 0, d.QueryError(err)
@@ -211,6 +241,7 @@ func newRowWriter(format string, w io.Writer, cols []string) *rowWriter {
 	return rw
 }
 
+// text is a value as the table format shows it; csv differs only for NULL.
 func text(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -223,14 +254,48 @@ func text(v any) string {
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
 	case float64:
-		// Plain decimals where they are exact and short (1000000, not
-		// 1e+06), exponents for the very large and very small.
-		if a := math.Abs(x); a == 0 || (a >= 1e-4 && a < 1e15) {
-			return strconv.FormatFloat(x, 'f', -1, 64)
-		}
-		return strconv.FormatFloat(x, 'g', -1, 64)
+		return floatText(x)
 	}
 	return fmt.Sprint(v)
+}
+
+// floatText writes a REAL so that it reads as one, as sqlite3 does: 1.0,
+// not 1. Plain decimals where they are exact and short (1000000.0, not
+// 1e+06), exponents for the very large and very small (1.0e+20).
+func floatText(x float64) string {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return strconv.FormatFloat(x, 'g', -1, 64) // +Inf, -Inf, NaN
+	}
+	var s string
+	if a := math.Abs(x); a == 0 || (a >= 1e-4 && a < 1e15) {
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+	} else {
+		s = strconv.FormatFloat(x, 'e', -1, 64)
+	}
+	mant, exp, hasExp := strings.Cut(s, "e")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	if hasExp {
+		return mant + "e" + exp
+	}
+	return mant
+}
+
+// jsonValue is a value as the json format writes it: numbers as numbers
+// (a REAL keeps its ".0"), TEXT as a string, NULL as null, and a BLOB as
+// {"blob":"HEX"} so that it cannot be taken for text.
+func jsonValue(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case []byte:
+		return []byte(`{"blob":"` + hex.EncodeToString(x) + `"}`), nil
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return json.Marshal(floatText(x)) // JSON has no infinities
+		}
+		return []byte(floatText(x)), nil
+	}
+	return json.Marshal(v)
 }
 
 func (rw *rowWriter) row(vals []any) error {
@@ -245,7 +310,9 @@ func (rw *rowWriter) row(vals []any) error {
 	case "csv":
 		s := make([]string, len(vals))
 		for i, v := range vals {
-			s[i] = text(v)
+			if v != nil { // NULL is an empty field, as sqlite3 writes it
+				s[i] = text(v)
+			}
 		}
 		return rw.cw.Write(s)
 	default:
@@ -258,11 +325,8 @@ func (rw *rowWriter) row(vals []any) error {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			if x, ok := v.([]byte); ok {
-				v = text(x)
-			}
 			k, _ := json.Marshal(rw.cols[i])
-			val, err := json.Marshal(v)
+			val, err := jsonValue(v)
 			if err != nil {
 				return fmt.Errorf("column %s: %w", rw.cols[i], err)
 			}

@@ -75,8 +75,10 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// New opens the store rooted at the directory dir, creating it (and its
-// parents) if it does not exist.
+// New opens the store rooted at the directory dir. A directory that does
+// not exist yet is made (with its parents) by the first write, so that
+// opening a mistyped path to read creates nothing: reads from it fail
+// with ErrNotFound and say that the folder does not exist.
 func New(dir string) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("open folder store: empty path")
@@ -85,17 +87,22 @@ func New(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open folder store %q: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return nil, fmt.Errorf("open folder store %q: %w", dir, mapErr(err))
-	}
 	fi, err := os.Stat(abs)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		return nil, fmt.Errorf("open folder store %q: %w", dir, mapErr(err))
-	}
-	if !fi.IsDir() {
+	case !fi.IsDir():
 		return nil, fmt.Errorf("open folder store %q: not a directory", dir)
 	}
 	return &Store{root: abs, lock: newFileLock(filepath.Join(abs, lockName))}, nil
+}
+
+// Exists reports whether the store's directory exists (a store opened on
+// a path that does not exist has none until its first write).
+func (s *Store) Exists() bool {
+	fi, err := os.Stat(s.root)
+	return err == nil && fi.IsDir()
 }
 
 // Open opens a store from a URL: "file:///abs/path", "file://localhost/path",
@@ -109,7 +116,7 @@ func Open(_ context.Context, u *url.URL) (*Store, error) {
 		return nil, fmt.Errorf("open folder store %q: remote host %q not supported", u.Redacted(), u.Host)
 	}
 	if u.RawQuery != "" {
-		return nil, fmt.Errorf("open folder store %q: unexpected query parameters %q", u.Redacted(), u.RawQuery)
+		return nil, fmt.Errorf("open folder store %q: unknown parameters %q: a folder store takes only latency= and bandwidth= (a folder whose name holds '?' is file:///path%%3F...)", u.Redacted(), u.RawQuery)
 	}
 	p := u.Path
 	if u.Opaque != "" { // "file:relative/path"
@@ -136,6 +143,9 @@ func (s *Store) where(key string) string {
 
 // fail wraps err as the failure of op on key, mapping it to the store errors.
 func (s *Store) fail(op, key string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) && !s.Exists() {
+		return fmt.Errorf("file %s %s: %w (the store folder %s does not exist)", op, s.where(key), mapErr(err), s.root)
+	}
 	return fmt.Errorf("file %s %s: %w", op, s.where(key), mapErr(err))
 }
 
@@ -393,6 +403,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	path, err := s.begin(ctx, "delete", key)
 	if err != nil {
 		return err
+	}
+	if !s.Exists() {
+		return nil // nothing to delete, and no directory to make for the lock
 	}
 	unlock, err := s.lock.lock(ctx)
 	if err != nil {

@@ -303,3 +303,61 @@ func increment(s store.Store, n int) error {
 	}
 	return nil
 }
+
+// TestMissingFolder: opening a folder that does not exist creates nothing;
+// reads say the folder is missing, and the first write makes it. A plain
+// path takes the latency parameters and refuses others, rather than making
+// a folder whose name holds them.
+func TestMissingFolder(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "typo")
+	s, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if store.Exists(s) {
+		t.Fatal("Exists before any write")
+	}
+	_, err = s.Get(ctx, "db/manifest")
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "store folder "+dir+" does not exist") {
+		t.Fatalf("read from a missing folder: %v", err)
+	}
+	if infos, err := s.List(ctx, ""); err != nil || len(infos) != 0 {
+		t.Fatalf("List of a missing folder: %v %v", infos, err)
+	}
+	if err := s.Delete(ctx, "db/manifest"); err != nil {
+		t.Fatalf("Delete in a missing folder: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("reading made the folder: %v", err)
+	}
+	if err := s.Put(ctx, "db/manifest", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if !store.Exists(s) {
+		t.Fatal("no folder after a write")
+	}
+
+	slow, err := store.Open(ctx, dir+"?latency=1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	if got, err := slow.Get(ctx, "db/manifest"); err != nil || string(got) != "x" {
+		t.Fatalf("plain path with latency=: %q %v", got, err)
+	}
+	if _, err := store.Open(ctx, dir+"?lantency=1ms"); err == nil || !strings.Contains(err.Error(), "takes only latency= and bandwidth=") {
+		t.Fatalf("plain path with an unknown parameter: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "never")
+	if s, err := store.Open(ctx, missing+"?latency=1ms"); err != nil || store.Exists(s) {
+		t.Fatalf("missing folder behind latency: %v, exists %v", err, err == nil && store.Exists(s))
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "?") {
+			t.Fatalf("a folder named %q was made", e.Name())
+		}
+	}
+}

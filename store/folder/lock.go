@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -72,6 +73,11 @@ func (l *fileLock) file() (*os.File, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
+		// Writes take the lock first: the store's directory is made here
+		// when it does not exist yet (see New).
+		if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
+			return nil, err
+		}
 		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smallDB makes a small SQLite file and imports it as database "s" into a
+// folder store; it returns the file and the store's path.
+func smallDB(t *testing.T) (file, storeDir string) {
+	t.Helper()
+	dir := t.TempDir()
+	file = filepath.Join(dir, "s.sqlite")
+	mustChunkd(t, "gen", "sentences", "--out", file, "--sentences", "300", "--translations", "300", "--seed", "1")
+	storeDir = filepath.Join(dir, "store")
+	out := mustChunkd(t, "import", "--store", storeDir, "--db", "s", file)
+	// The summary names the database and the store apart, so a store URL
+	// with parameters is not run into the name (s3://b/p?endpoint=…/shop).
+	if !strings.Contains(out, `as database "s" in file://`+storeDir+",") {
+		t.Fatalf("import summary: %s", out)
+	}
+	return file, storeDir
+}
+
+// TestReadOnlyCommandsCreateNothing: a mistyped folder store is reported
+// as missing, and no folder is made for it.
+func TestReadOnlyCommandsCreateNothing(t *testing.T) {
+	_, storeDir := smallDB(t)
+	typo := storeDir + "x"
+	for _, args := range [][]string{
+		{"log", "--store", typo, "--db", "s"},
+		{"sql", "--store", typo, "--db", "s", "-q", "SELECT 1"},
+	} {
+		_, errOut, err := chunkd(t, args...)
+		if err == nil || !strings.Contains(errOut, "store folder "+typo+" does not exist") {
+			t.Errorf("%s on a missing folder: %v %q", args[0], err, errOut)
+		}
+	}
+	if _, err := os.Stat(typo); !os.IsNotExist(err) {
+		t.Fatalf("a read-only command made the folder %s: %v", typo, err)
+	}
+}
+
+// TestPlainPathParameters: a folder path takes latency= like a URL, and
+// refuses parameters it does not know, rather than naming a folder after
+// them.
+func TestPlainPathParameters(t *testing.T) {
+	_, storeDir := smallDB(t)
+	out := mustChunkd(t, "log", "--store", storeDir+"?latency=1ms", "--db", "s")
+	if !strings.Contains(out, "version ") {
+		t.Fatalf("log through latency=: %s", out)
+	}
+	_, errOut, err := chunkd(t, "log", "--store", storeDir+"?latncy=1ms", "--db", "s")
+	if err == nil || !strings.Contains(errOut, `unknown parameters "latncy=1ms"`) {
+		t.Fatalf("unknown parameter: %v %q", err, errOut)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(storeDir))
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "?") {
+			t.Fatalf("made a folder named %q", e.Name())
+		}
+	}
+}
+
+// TestBadFlagValueOnce: a bad flag value is said once, with a pointer to
+// -h, not twice around the whole usage.
+func TestBadFlagValueOnce(t *testing.T) {
+	_, errOut, err := chunkd(t, "serve", "--mem", "lots", "--store", t.TempDir(), "--cache-dir", t.TempDir())
+	if exitCode(t, err) != 2 || strings.Count(errOut, `"lots"`) != 1 || strings.Contains(errOut, "Usage:") || !strings.Contains(errOut, "Run 'chunkd serve -h'") {
+		t.Fatalf("bad flag value: %q", errOut)
+	}
+	_, errOut, err = chunkd(t, "log", "-h")
+	if exitCode(t, err) != 0 || !strings.Contains(errOut, "Usage: chunkd log") {
+		t.Fatalf("-h: %v %q", err, errOut)
+	}
+}
+
+// TestServeMissingStoreWarns: serve on a store folder that does not exist
+// starts, warns, and creates nothing; a wrong method is 405.
+func TestServeMissingStoreWarns(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nosuch")
+	svc := startService(t, missing, t.TempDir())
+	if !strings.Contains(svc.log(), "the store does not exist") {
+		t.Fatalf("no warning for a missing store folder:\n%s", svc.log())
+	}
+	req, _ := http.NewRequest(http.MethodDelete, svc.http+"/v1/dbs/s", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e struct{ Error string }
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), "GET") || json.Unmarshal(body, &e) != nil || e.Error == "" {
+		t.Fatalf("DELETE /v1/dbs/s: %d, Allow %q, body %s", resp.StatusCode, resp.Header.Get("Allow"), body)
+	}
+	svc.stop()
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("serve made the store folder: %v", err)
+	}
+}
+
+// TestStalledStoreSaysHowLong: a store that accepts connections and never
+// answers is reported with how long the command waited in all.
+func TestStalledStoreSaysHowLong(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	env := []string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=testtest", "AWS_EC2_METADATA_DISABLED=true", "AWS_REGION=us-east-1"}
+	start := time.Now()
+	_, errOut, err := chunkdEnv(t, env, "log", "--store", "s3://bucket/p?endpoint=http://"+lis.Addr().String()+"&timeout=1s&retries=0", "--db", "s")
+	if err == nil || !strings.Contains(errOut, "no answer within 1s") || !strings.Contains(errOut, "(gave up after ") {
+		t.Fatalf("stalled store: %v %q", err, errOut)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("took %v", took)
+	}
+}
+
+// TestSQLFileNotSQLite: sql --file says what import says of a file that
+// is not a database.
+func TestSQLFileNotSQLite(t *testing.T) {
+	dir := t.TempDir()
+	text, empty := filepath.Join(dir, "notsqlite.txt"), filepath.Join(dir, "empty.txt")
+	os.WriteFile(text, []byte("hello\n"), 0o644)
+	os.WriteFile(empty, nil, 0o644)
+	for file, want := range map[string]string{text: "is not an SQLite database (it does not start with the header", empty: "is empty, not an SQLite database"} {
+		_, sqlErr, err1 := chunkd(t, "sql", "--file", file, "-q", "SELECT 1")
+		_, impErr, err2 := chunkd(t, "import", "--store", filepath.Join(dir, "store"), "--db", "x", file)
+		if err1 == nil || err2 == nil || !strings.Contains(sqlErr, file+" "+want) || !strings.Contains(impErr, file+" "+want) {
+			t.Errorf("%s:\n sql:    %q\n import: %q\nwant both to say %q", filepath.Base(file), sqlErr, impErr, want)
+		}
+	}
+}
+
+// TestTruncatedTableFileHint: a table file missing bytes before its index
+// says it may be truncated.
+func TestTruncatedTableFileHint(t *testing.T) {
+	for _, name := range []string{"remote-classic/ksk59qv6p04kqje29kc59n1r1vnjt140", "remote-archive/afhahvjmm5umukvhmg2dvo3ctmsrkg0q.darc"} {
+		b, err := os.ReadFile(filepath.Join(fixtureRoot, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut := filepath.Join(t.TempDir(), filepath.Base(name))
+		os.WriteFile(cut, b[100:], 0o644) // the first 100 bytes lost
+		_, errOut, err := chunkd(t, "tablefile", "verify", cut)
+		if err == nil || !strings.Contains(errOut, "100 bytes of") || !strings.Contains(errOut, "(truncated?)") {
+			t.Errorf("%s without its first 100 bytes: %q", name, errOut)
+		}
+	}
+}
+
+// TestSQLStatementsAndFormats: every statement of -q runs and prints;
+// CSV writes NULL as an empty field and REALs with their ".0"; JSON
+// writes a BLOB in a form no text takes.
+func TestSQLStatementsAndFormats(t *testing.T) {
+	file, _ := smallDB(t)
+	q := "SELECT 1 AS a; SELECT 'x;y' AS b, NULL AS n, 2.0 AS r, x'00ff' AS blob, 'text' AS t"
+	out := mustChunkd(t, "sql", "--file", file, "-q", q, "--format", "csv")
+	if want := "a\n1\nb,n,r,blob,t\nx;y,,2.0,x'00ff',text\n"; out != want {
+		t.Errorf("csv:\n%s\nwant\n%s", out, want)
+	}
+	out = mustChunkd(t, "sql", "--file", file, "-q", q, "--format", "json")
+	if want := "[\n{\"a\":1}\n]\n[\n{\"b\":\"x;y\",\"n\":null,\"r\":2.0,\"blob\":{\"blob\":\"00ff\"},\"t\":\"text\"}\n]\n"; out != want {
+		t.Errorf("json:\n%s\nwant\n%s", out, want)
+	}
+	out = mustChunkd(t, "sql", "--file", file, "-q", q)
+	if !strings.Contains(out, "a\n1\n\nb") {
+		t.Errorf("table:\n%s", out)
+	}
+	_, errOut, err := chunkd(t, "sql", "--file", file, "-q", "SELECT 1; SELECT nosuch FROM sentences")
+	if err == nil || !strings.Contains(errOut, "statement 2 of 2") {
+		t.Errorf("failing second statement: %v %q", err, errOut)
+	}
+	_, errOut, err = chunkd(t, "sql", "--file", file, "-q", " ; -- nothing")
+	if exitCode(t, err) != 2 || !strings.Contains(errOut, "no SQL statement") {
+		t.Errorf("empty query: %v %q", err, errOut)
+	}
+}
