@@ -30,6 +30,37 @@ func newManifest(t testing.TB, root string, tables ...string) *Manifest {
 	return m
 }
 
+// withAppendix is newManifest with an appendix of one table, app, of
+// chunks chunks.
+func withAppendix(t testing.TB, root, app string, chunks uint32, tables ...string) *Manifest {
+	t.Helper()
+	m := newManifest(t, root, tables...)
+	m.SetAppendix([]Spec{{Name: tname(app), Chunks: chunks}})
+	if err := m.Relock(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// update writes m over version v of db and returns the new version.
+func update(t testing.TB, db *DB, v string, m *Manifest) string {
+	t.Helper()
+	v, err := db.Update(context.Background(), v, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// dbAtR0 opens database "db" in a new memory store and writes its first
+// version, root r0 over table t0.
+func dbAtR0(t testing.TB) (db *DB, s *memStore, v0 string) {
+	t.Helper()
+	s = newMemStore()
+	db = openDB(t, s, "db")
+	return db, s, update(t, db, "", newManifest(t, "r0", "t0"))
+}
+
 func openDB(t testing.TB, s store.Store, name string) *DB {
 	t.Helper()
 	db, err := Open(context.Background(), s, name)
@@ -152,10 +183,7 @@ func TestUpdateCreateAndReplace(t *testing.T) {
 	s := newMemStore()
 	db := openDB(t, s, "a/b")
 	m1 := newManifest(t, "r1", "t1")
-	v1, err := db.Update(ctx, "", m1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v1 := update(t, db, "", m1)
 	if _, err := db.Update(ctx, "", m1); !errors.Is(err, store.ErrPrecondition) || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("second create = %v", err)
 	}
@@ -188,10 +216,7 @@ func TestUpdateConflict(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore()
 	db := openDB(t, s, "db")
-	v0, err := db.Update(ctx, "", newManifest(t, "r0", "base"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	v0 := update(t, db, "", newManifest(t, "r0", "base"))
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -251,10 +276,7 @@ func TestSidecar(t *testing.T) {
 	if err := m.Relock(); err != nil {
 		t.Fatal(err)
 	}
-	v1, err := db.Update(ctx, "", m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v1 := update(t, db, "", m)
 
 	// The sidecar: small, versioned, bound to the manifest bytes.
 	raw, err := s.Get(ctx, "db/manifest.chunkd")
@@ -323,9 +345,7 @@ func TestSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := newManifest(t, "r2", "t1")
-	if _, err := db.Update(ctx, v, plain); err != nil {
-		t.Fatal(err)
-	}
+	update(t, db, v, plain)
 	if _, err := s.Get(ctx, "db/manifest.chunkd"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("sidecar still there after an update without appendix: %v", err)
 	}
@@ -339,16 +359,9 @@ func TestSidecarCrashBetweenWrites(t *testing.T) {
 	mem := newMemStore()
 	hs := &hookStore{Store: mem}
 	db := openDB(t, hs, "db")
-	old := newManifest(t, "r1", "t1")
-	old.SetAppendix([]Spec{{Name: tname("oldapp"), Chunks: 5}})
-	old.Relock()
-	v1, err := db.Update(ctx, "", old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := newManifest(t, "r2", "t1")
-	next.SetAppendix([]Spec{{Name: tname("newapp"), Chunks: 7}})
-	next.Relock()
+	old := withAppendix(t, "r1", "oldapp", 5, "t1")
+	v1 := update(t, db, "", old)
+	next := withAppendix(t, "r2", "newapp", 7, "t1")
 	crash := errors.New("crash")
 	hs.beforePutIf = func(string) error { return crash }
 	if _, err := db.Update(ctx, v1, next); !errors.Is(err, crash) {
@@ -363,9 +376,7 @@ func TestSidecarCrashBetweenWrites(t *testing.T) {
 		t.Errorf("after crash: root %s appendix %v; want old root, no appendix", got.Root, got.Appendix)
 	}
 	// The next successful update repairs the pair.
-	if _, err := db.Update(ctx, v, next); err != nil {
-		t.Fatal(err)
-	}
+	update(t, db, v, next)
 	got, _, err = db.Load(ctx)
 	if err != nil || !reflect.DeepEqual(got, next) {
 		t.Errorf("after repair: %+v, %v", got, err)
@@ -377,18 +388,9 @@ func TestSidecarCrashBetweenWrites(t *testing.T) {
 // never leaves the loser's appendix on the winner's manifest.
 func TestSidecarLoserOverwrites(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStore()
-	db := openDB(t, mem, "db")
-	v0, err := db.Update(ctx, "", newManifest(t, "r0", "t0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	win := newManifest(t, "win", "t0")
-	win.SetAppendix([]Spec{{Name: tname("winapp"), Chunks: 1}})
-	win.Relock()
-	lose := newManifest(t, "lose", "t0")
-	lose.SetAppendix([]Spec{{Name: tname("loseapp"), Chunks: 1}})
-	lose.Relock()
+	db, mem, v0 := dbAtR0(t)
+	win := withAppendix(t, "win", "winapp", 1, "t0")
+	lose := withAppendix(t, "lose", "loseapp", 1, "t0")
 
 	// The winner writes its sidecar; before it writes the manifest, the
 	// loser writes its sidecar. Then the winner commits and the loser fails.
@@ -422,15 +424,8 @@ func TestSidecarLoserOverwrites(t *testing.T) {
 // manifest, sees the manifest changed and reads again.
 func TestLoadRetriesAfterConcurrentUpdate(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStore()
-	db := openDB(t, mem, "db")
-	v0, err := db.Update(ctx, "", newManifest(t, "r0", "t0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := newManifest(t, "r1", "t0")
-	next.SetAppendix([]Spec{{Name: tname("app"), Chunks: 3}})
-	next.Relock()
+	db, mem, v0 := dbAtR0(t)
+	next := withAppendix(t, "r1", "app", 3, "t0")
 	rs := &raceStore{Store: mem, onSidecarGet: func() {
 		if _, err := db.Update(ctx, v0, next); err != nil {
 			t.Error(err)
@@ -516,24 +511,10 @@ func TestListDBs(t *testing.T) {
 // so the current manifest keeps its appendix.
 func TestStaleUpdateWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	s := newMemStore()
-	db := openDB(t, s, "db")
-	v0, err := db.Update(ctx, "", newManifest(t, "r0", "t0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur := newManifest(t, "r1", "t0")
-	cur.SetAppendix([]Spec{{Name: tname("app"), Chunks: 1}})
-	cur.Relock()
-	if _, err := db.Update(ctx, v0, cur); err != nil {
-		t.Fatal(err)
-	}
-	for _, stale := range []*Manifest{newManifest(t, "r2", "t0"), func() *Manifest {
-		m := newManifest(t, "r3", "t0")
-		m.SetAppendix([]Spec{{Name: tname("other"), Chunks: 1}})
-		m.Relock()
-		return m
-	}()} {
+	db, s, v0 := dbAtR0(t)
+	cur := withAppendix(t, "r1", "app", 1, "t0")
+	update(t, db, v0, cur)
+	for _, stale := range []*Manifest{newManifest(t, "r2", "t0"), withAppendix(t, "r3", "other", 1, "t0")} {
 		if _, err := db.Update(ctx, v0, stale); !errors.Is(err, store.ErrPrecondition) || !strings.Contains(err.Error(), "another writer won") {
 			t.Fatalf("stale update = %v", err)
 		}

@@ -38,17 +38,23 @@ func fixtureManifests(t testing.TB) []string {
 	return out
 }
 
+// parseFixture reads and parses the manifest file p.
+func parseFixture(t testing.TB, p string) ([]byte, *Manifest) {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Parse(data)
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	return data, m
+}
+
 func TestFixtureRoundTrip(t *testing.T) {
 	for _, p := range fixtureManifests(t) {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := Parse(data)
-		if err != nil {
-			t.Errorf("%s: %v", p, err)
-			continue
-		}
+		data, m := parseFixture(t, p)
 		if got := m.Marshal(); !bytes.Equal(got, data) {
 			t.Errorf("%s: Marshal differs:\n got %s\nwant %s", p, got, data)
 		}
@@ -62,14 +68,7 @@ func TestFixtureRoundTrip(t *testing.T) {
 }
 
 func TestParseFixtureFields(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(fixtureRoot, "db-classic-noms", "manifest"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := parseFixture(t, filepath.Join(fixtureRoot, "db-classic-noms", "manifest"))
 	want := &Manifest{
 		Version: "5",
 		NBF:     "__DOLT__",
@@ -97,14 +96,7 @@ func TestParseFixtureFields(t *testing.T) {
 func TestComputeLockFixtures(t *testing.T) {
 	matched := 0
 	for _, p := range fixtureManifests(t) {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := Parse(data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, m := parseFixture(t, p)
 		lock, err := ComputeLock(m.Root, nil, m.Specs)
 		if err != nil {
 			t.Fatal(err)

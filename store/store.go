@@ -83,6 +83,18 @@ type Store interface {
 // Opener makes a store from a parsed URL.
 type Opener func(ctx context.Context, u *url.URL) (Store, error)
 
+// OpenerOf adapts a backend's Open, which returns its own type, to an
+// Opener: a failed open gives a nil Store, not one holding a nil pointer.
+func OpenerOf[S Store](open func(ctx context.Context, u *url.URL) (S, error)) Opener {
+	return func(ctx context.Context, u *url.URL) (Store, error) {
+		s, err := open(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
 var (
 	mu      sync.Mutex
 	openers = map[string]Opener{}

@@ -42,15 +42,7 @@ import (
 	"github.com/chunkd/chunkd/store"
 )
 
-func init() {
-	store.Register("file", func(ctx context.Context, u *url.URL) (store.Store, error) {
-		s, err := Open(ctx, u)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	})
-}
+func init() { store.Register("file", store.OpenerOf(Open)) }
 
 // Reserved is the name prefix of the files the store keeps for itself
 // (temporary files and the lock file). List skips them, and a key with a

@@ -18,6 +18,18 @@ import (
 	"github.com/chunkd/chunkd/store/storetest"
 )
 
+// newFolder opens a folder store on dir, closed when the test ends, and
+// returns it with dir.
+func newFolder(t testing.TB, dir string) (*folder.Store, string) {
+	t.Helper()
+	s, err := folder.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, dir
+}
+
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		s, err := folder.New(t.TempDir())
@@ -79,12 +91,7 @@ func TestOpenURLs(t *testing.T) {
 
 func TestReservedNames(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := folder.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, dir := newFolder(t, t.TempDir())
 	if err := s.Put(ctx, "a/obj", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -121,12 +128,7 @@ func TestReservedNames(t *testing.T) {
 
 func TestVersionOfForeignFiles(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := folder.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, dir := newFolder(t, t.TempDir())
 	// A file put there by something else has its content hash as version.
 	p := filepath.Join(dir, "foreign")
 	if err := os.WriteFile(p, []byte("abc"), 0o644); err != nil {
@@ -158,15 +160,11 @@ func TestVersionOfForeignFiles(t *testing.T) {
 
 func TestPutUnderObject(t *testing.T) {
 	ctx := context.Background()
-	s, err := folder.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := newFolder(t, t.TempDir())
 	if err := s.Put(ctx, "a", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Put(ctx, "a/b", []byte("y"))
+	err := s.Put(ctx, "a/b", []byte("y"))
 	if err == nil {
 		t.Fatal("Put(a/b) with an object a succeeded; a folder cannot hold both")
 	}
@@ -185,12 +183,7 @@ func TestAccessDenied(t *testing.T) {
 		t.Skip("running as root: permissions are not enforced")
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := folder.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, dir := newFolder(t, t.TempDir())
 	if err := s.Put(ctx, "obj", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -211,12 +204,7 @@ func TestMultiProcessPutIf(t *testing.T) {
 		t.Skip("in helper process")
 	}
 	const procs, each = 3, 25
-	dir := t.TempDir()
-	s, err := folder.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, dir := newFolder(t, t.TempDir())
 	if _, err := s.PutIf(context.Background(), "counter", []byte("0"), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -262,11 +250,7 @@ func TestHelperWriter(t *testing.T) {
 	dir, n, _ := strings.Cut(env, "|")
 	each, _ := strconv.Atoi(n)
 	// A separate Store, as another process would have.
-	s, err := folder.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := newFolder(t, dir)
 	if err := increment(s, each); err != nil {
 		t.Fatal(err)
 	}

@@ -64,15 +64,7 @@ import (
 	"github.com/chunkd/chunkd/store"
 )
 
-func init() {
-	store.Register("s3", func(ctx context.Context, u *url.URL) (store.Store, error) {
-		s, err := Open(ctx, u)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	})
-}
+func init() { store.Register("s3", store.OpenerOf(Open)) }
 
 // Defaults for Config fields left zero.
 const (
