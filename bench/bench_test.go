@@ -51,7 +51,8 @@ var suiteReportWants = map[string][]string{
 		"Where the pages came from", "hit_ratio"},
 	"sysbench": {"hit ratios per tier", "reads_mean_multiplier", "| oltp_point_select |", "| index_join_scan |", "| types_table_scan |",
 		"Where the pages came from", "`store-direct`", "hit_ratio"},
-	"title5": {"hit ratios per tier", "| threads |", "tps", "Where the pages came from", "`store-direct`", "hit_ratio"},
+	"bigdata": {"store bytes per byte served", "Disk reads per read"},
+	"title5":  {"hit ratios per tier", "| threads |", "tps", "Where the pages came from", "`store-direct`", "hit_ratio"},
 }
 
 // checkSuiteReport checks a suite's own parts of its report: every path

@@ -83,6 +83,11 @@ func runBigdata(ctx context.Context, r *Runner) error {
 		return err
 	}
 	rig.report(rep, m, clients)
+	if pm, err := scrapeMetrics(ctx, rig.cc.hc, rig.svc.url+"/metrics"); err == nil {
+		ratio := pm["chunkd_store_bytes_per_served_byte"]
+		rep.Env.Set("store bytes per byte served", "%.3f (the service's chunkd_store_bytes_per_served_byte over the whole run: downloads, read-through and index loads, per decoded chunk byte served)", ratio)
+		rep.Metric(m.cs, "", 0, "store_bytes_per_served_byte", ratio)
+	}
 	return nil
 }
 
