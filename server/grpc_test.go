@@ -12,6 +12,7 @@ import (
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
 	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -139,6 +140,14 @@ func TestGRPC(t *testing.T) {
 		if st.Code() != tc.code || !bytes.Contains([]byte(st.Message()), []byte(tc.msg)) {
 			t.Errorf("%s: %v, want %v with %q", tc.name, err, tc.code, tc.msg)
 		}
+	}
+	// The request refused for its size never reached a handler, and is
+	// counted all the same.
+	if n := testutil.ToFloat64(f.cache.metrics.rejected.WithLabelValues("grpc_has_chunks", "too large")); n != 1 {
+		t.Errorf("rejected oversized requests = %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("grpc_has_chunks", "ResourceExhausted")); n != 1 {
+		t.Errorf("requests counted with ResourceExhausted = %v, want 1", n)
 	}
 
 	// The store is gone: a chunk of the file never read (not on disk) is

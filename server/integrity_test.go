@@ -488,3 +488,39 @@ func TestFailpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialReaderOutlivesCommit: a reader of a download's part holds
+// its own reference: the download committing, and the cached file being
+// evicted at once, does not close the handle under it.
+func TestPartialReaderOutlivesCommit(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
+	file := f.db.Files[0]
+	f.fs.holdAt.Store(file.Size / 2)
+	f.get(file.Addrs[0])
+	tab := f.cache.dbs["db1"].tables[0]
+	var dl *download
+	deadline := time.Now().Add(10 * time.Second)
+	for dl == nil || dl.arrived.Load() < file.Size/2 {
+		if dl != nil {
+			tab.releaseDownload(dl)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("download never reached the hold point")
+		}
+		time.Sleep(time.Millisecond)
+		dl = tab.acquireDownload()
+	}
+	close(f.fs.release)
+	f.waitDownloads(1)
+	if _, ok := f.cache.disk.evictOne(); !ok {
+		t.Fatal("the committed file could not be evicted")
+	}
+	buf := make([]byte, 64)
+	if _, err := dl.f.ReadAt(buf, 0); err != nil {
+		t.Fatalf("the partial reader's handle: %v", err)
+	}
+	tab.releaseDownload(dl)
+	if _, err := dl.f.ReadAt(buf, 0); err == nil {
+		t.Fatal("the download's handle is still open after its last reader")
+	}
+}
