@@ -43,7 +43,6 @@ type bigdataRun struct {
 func runBigdata(ctx context.Context, r *Runner) error {
 	cfg := r.Config
 	rep := r.Report
-	rep.Baseline = "memory"
 	rig := &bigdataRig{chunkSize: 16 << 10, data: cfg.DataBytes, mem: cfg.MemBytes, limit: cfg.CgroupMem}
 	if rig.data <= 0 {
 		rig.data = pick[int64](cfg.Scale, 24<<20, 512<<20, 8<<30)

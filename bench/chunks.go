@@ -39,7 +39,6 @@ const chunksDB = "bench"
 func runChunks(ctx context.Context, r *Runner) error {
 	cfg := r.Config
 	rep := r.Report
-	rep.Baseline = "bare-http"
 	sizes := cfg.Sizes
 	if len(sizes) == 0 {
 		sizes = pick(cfg.Scale, []int{4 << 10}, []int{16 << 10}, []int{4 << 10, 16 << 10, 64 << 10})

@@ -27,9 +27,6 @@ const directAlign = 4096
 func runDisk(ctx context.Context, r *Runner) error {
 	cfg := r.Config
 	rep := r.Report
-	rep.Baseline = "direct"
-	rep.ThreadsLabel = "queue depth"
-	rep.ThroughputUnit = "IOPS"
 	fileSize := cfg.FileSize
 	if fileSize <= 0 {
 		fileSize = pick[int64](cfg.Scale, 16<<20, 256<<20, 4<<30)

@@ -53,9 +53,6 @@ type sqlResult struct {
 // them ("chunkd sql"), wall time against the local file.
 func runSQL(ctx context.Context, r *Runner) error {
 	cfg, rep := r.Config, r.Report
-	rep.Baseline = pathLocal
-	rep.ThreadsLabel = "clients"
-	rep.ThroughputUnit = "ops/s"
 	sentences := pick(cfg.Scale, 10_000, 160_000, 1_250_000)
 	translations := 2 * sentences
 	lookups := pick(cfg.Scale, 20, 200, 1000)

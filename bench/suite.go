@@ -30,22 +30,36 @@ type Suite interface {
 // in init below.
 type suite struct {
 	name, synopsis string
-	run            func(ctx context.Context, r *Runner) error
+	// The report's labels: the path its multipliers are against (none if
+	// ""), the threads column ("clients" if "") and the throughput's unit
+	// ("ops/s" if "").
+	baseline, threads, unit string
+	run                     func(ctx context.Context, r *Runner) error
 }
 
-func (s suite) Name() string                             { return s.name }
-func (s suite) Synopsis() string                         { return s.synopsis }
-func (s suite) Run(ctx context.Context, r *Runner) error { return s.run(ctx, r) }
+func (s suite) Name() string     { return s.name }
+func (s suite) Synopsis() string { return s.synopsis }
+
+func (s suite) Run(ctx context.Context, r *Runner) error {
+	r.Report.Baseline = s.baseline
+	if s.threads != "" {
+		r.Report.ThreadsLabel = s.threads
+	}
+	if s.unit != "" {
+		r.Report.ThroughputUnit = s.unit
+	}
+	return s.run(ctx, r)
+}
 
 // The package's suites.
 func init() {
 	for _, s := range []suite{
-		{name: "disk", run: runDisk, synopsis: "fio-style random reads (4/16/32 KiB, queue depth 1 and 16, O_DIRECT and buffered) in the cache dir's file system"},
-		{name: "chunks", run: runChunks, synopsis: "GetChunk latency and throughput per path: bare HTTP, memory hit, disk hit, read-through miss, store direct"},
-		{name: "bigdata", run: runBigdata, synopsis: "uniform random reads of a data set several times the service's memory: ops/s, latency, disk reads per read (goal 1.00)"},
-		{name: "sql", run: runSQL, synopsis: "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"},
-		{name: "sysbench", run: runSysbench, synopsis: "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"},
-		{name: "title5", run: runTitle5, synopsis: "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"},
+		{name: "disk", run: runDisk, baseline: "direct", threads: "queue depth", unit: "IOPS", synopsis: "fio-style random reads (4/16/32 KiB, queue depth 1 and 16, O_DIRECT and buffered) in the cache dir's file system"},
+		{name: "chunks", run: runChunks, baseline: "bare-http", synopsis: "GetChunk latency and throughput per path: bare HTTP, memory hit, disk hit, read-through miss, store direct"},
+		{name: "bigdata", run: runBigdata, baseline: "memory", synopsis: "uniform random reads of a data set several times the service's memory: ops/s, latency, disk reads per read (goal 1.00)"},
+		{name: "sql", run: runSQL, baseline: pathLocal, synopsis: "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"},
+		{name: "sysbench", run: runSysbench, baseline: pathLocal, threads: "threads", synopsis: "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"},
+		{name: "title5", run: runTitle5, baseline: pathLocal, threads: "threads", unit: "tps", synopsis: "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"},
 	} {
 		Register(s)
 	}

@@ -198,8 +198,6 @@ func sysbenchTests(rows int) []sbTest {
 // reads_mean_multiplier.
 func runSysbench(ctx context.Context, r *Runner) error {
 	cfg, rep := r.Config, r.Report
-	rep.Baseline = pathLocal
-	rep.ThreadsLabel = "threads"
 	rowsN := pick(cfg.Scale, 2_000, 50_000, 500_000)
 	load := cfg.load(Load{
 		Clients:  1,

@@ -73,9 +73,6 @@ func (c *t5Conn) tx(ctx context.Context, title string) (int, error) {
 // and p95 latency against threads, per path.
 func runTitle5(ctx context.Context, r *Runner) error {
 	cfg, rep := r.Config, r.Report
-	rep.Baseline = pathLocal
-	rep.ThreadsLabel = "threads"
-	rep.ThroughputUnit = "tps"
 	titles := pick(cfg.Scale, 2_000, 35_000, 500_000)
 	threads := cfg.clients([]int{1, 4}, []int{1, 4, 16}, []int{1, 2, 4, 8, 16, 32, 64})
 	maxThreads := max(1, slices.Max(threads))
