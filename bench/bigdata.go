@@ -3,10 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -606,20 +604,11 @@ func sameDevice(a, b string) bool {
 
 // waitDownloaded polls the database's info until every file is cached.
 func waitDownloaded(ctx context.Context, r *Runner, hc *http.Client, svc *child, total int64) error {
-	deadline := time.Now().Add(10*time.Minute + time.Duration(total/(20<<20))*time.Second)
 	last := time.Now()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, svc.url+api.DBPath(bigdataDB), nil)
-		resp, err := hc.Do(req)
+	return poll(ctx, 100*time.Millisecond, 10*time.Minute+time.Duration(total/(20<<20))*time.Second, func() (bool, error) {
+		info, err := dbInfo(ctx, hc, svc.url, bigdataDB)
 		if err != nil {
-			return err
-		}
-		var info api.DBInfo
-		err = json.NewDecoder(resp.Body).Decode(&info)
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
+			return false, err
 		}
 		var got int64
 		cached := 0
@@ -630,24 +619,17 @@ func waitDownloaded(ctx context.Context, r *Runner, hc *http.Client, svc *child,
 			}
 		}
 		if cached == len(info.Tables) {
-			return nil
+			return true, nil
 		}
 		if time.Since(last) > 5*time.Second {
 			r.Logf("bigdata: downloaded %s of %s (%d/%d files)", humanize.IBytes(uint64(got)), humanize.IBytes(uint64(total)), cached, len(info.Tables))
 			last = time.Now()
 		}
 		if exited, err := svc.exited(); exited {
-			return fmt.Errorf("the service exited while downloading (%v):\n%s", err, svc.tail(20))
+			return false, fmt.Errorf("the service exited while downloading (%v):\n%s", err, svc.tail(20))
 		}
-		if time.Now().After(deadline) {
-			return errors.New("the downloads did not finish in time")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return false, nil
+	}, func() error { return errors.New("the downloads did not finish in time") })
 }
 
 // serviceBinary returns the chunkd binary to run the service with:

@@ -157,24 +157,17 @@ func (s *inproc) close() {
 
 // waitCached waits until every table file of db is on the service's disk.
 func (s *inproc) waitCached(ctx context.Context, db string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return poll(ctx, 10*time.Millisecond, timeout, func() (bool, error) {
 		info, err := s.cache.DBInfo(ctx, db)
 		if err != nil {
-			return err
+			return false, err
 		}
 		done := true
 		for _, t := range info.Tables {
 			done = done && t.State == api.StateCached
 		}
-		if done {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: files not downloaded after %s", s.name, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return done, nil
+	}, func() error { return fmt.Errorf("%s: files not downloaded after %s", s.name, timeout) })
 }
 
 // stalledDownloads is a store whose whole-object streams of the given

@@ -3,8 +3,10 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/chunkd/chunkd/api"
 )
 
 // child is a "chunkd serve" process.
@@ -212,16 +216,25 @@ func cgroupMount(controller string) (string, error) {
 
 func writeFile(path, v string) error { return os.WriteFile(path, []byte(v), 0o644) }
 
+// ownCgroupDir is the directory of this process's cgroup in the hierarchy
+// of controller ("" for cgroup v2's unified one).
+func ownCgroupDir(controller string) (string, error) {
+	mnt, err := cgroupMount(controller)
+	if err != nil {
+		return "", err
+	}
+	own, err := ownCgroup(controller)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(mnt, own), nil
+}
+
 func newCgroup2(name string, limit int64) (*cgroup, error) {
-	mnt, err := cgroupMount("")
+	parent, err := ownCgroupDir("")
 	if err != nil {
 		return nil, err
 	}
-	own, err := ownCgroup("")
-	if err != nil {
-		return nil, err
-	}
-	parent := filepath.Join(mnt, own)
 	ctrl, err := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
 	if err != nil {
 		return nil, err
@@ -253,15 +266,11 @@ func newCgroup2(name string, limit int64) (*cgroup, error) {
 }
 
 func newCgroup1(name string, limit int64) (*cgroup, error) {
-	mnt, err := cgroupMount("memory")
+	parent, err := ownCgroupDir("memory")
 	if err != nil {
 		return nil, err
 	}
-	own, err := ownCgroup("memory")
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(mnt, own, name)
+	dir := filepath.Join(parent, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -361,26 +370,58 @@ func (cg *cgroup) remove() {
 	}
 }
 
-// waitReady polls url until it answers 200.
+// waitReady waits until url answers 200.
 func waitReady(ctx context.Context, hc *http.Client, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	var last error
+	return poll(ctx, 50*time.Millisecond, timeout, func() (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return true, nil
 			}
 			err = errors.New(resp.Status)
 		}
+		last = err
+		return false, nil
+	}, func() error { return fmt.Errorf("%s not ready: %v", url, last) })
+}
+
+// poll calls check every interval until it reports done or fails, ctx
+// ends, or timeout passes: then it returns late(), which says what did not
+// happen in time.
+func poll(ctx context.Context, interval, timeout time.Duration, check func() (done bool, err error), late func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if done, err := check(); done || err != nil {
+			return err
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready: %v", url, err)
+			return late()
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
+}
+
+// dbInfo asks the service at base for database db's files.
+func dbInfo(ctx context.Context, hc *http.Client, base, db string) (api.DBInfo, error) {
+	var info api.DBInfo
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+api.DBPath(db), nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return info, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		err = json.NewDecoder(resp.Body).Decode(&info)
+	} else {
+		err = api.ReadError(resp)
+	}
+	io.Copy(io.Discard, resp.Body)
+	return info, err
 }

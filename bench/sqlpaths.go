@@ -8,7 +8,6 @@ package bench
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -288,42 +287,26 @@ func serviceArgsNote(r *Runner, binary, how string) string {
 
 // waitAppendix waits until the service has the database's appendix file
 // on disk, and returns how long after the service started that was.
-func (s *sqlService) waitAppendix(ctx context.Context, db string, timeout time.Duration) (time.Duration, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+api.DBPath(db), nil)
-		resp, err := s.hc.Do(req)
+func (s *sqlService) waitAppendix(ctx context.Context, db string, timeout time.Duration) (took time.Duration, err error) {
+	err = poll(ctx, 20*time.Millisecond, timeout, func() (bool, error) {
+		info, err := dbInfo(ctx, s.hc, s.url, db)
 		if err != nil {
-			return 0, err
-		}
-		var info api.DBInfo
-		if resp.StatusCode == http.StatusOK {
-			err = json.NewDecoder(resp.Body).Decode(&info)
-		} else {
-			err = api.ReadError(resp)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return 0, err
+			return false, err
 		}
 		for _, t := range info.Tables {
 			if t.Appendix && t.State == api.StateCached {
-				return time.Since(s.started), nil
+				took = time.Since(s.started)
+				return true, nil
 			}
 		}
 		if exited, werr := s.exited(); exited {
-			return 0, fmt.Errorf("the service exited (%v):\n%s", werr, s.tail(20))
+			return false, fmt.Errorf("the service exited (%v):\n%s", werr, s.tail(20))
 		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the service did not download the appendix file of %s in %s", db, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return false, nil
+	}, func() error {
+		return fmt.Errorf("the service did not download the appendix file of %s in %s", db, timeout)
+	})
+	return took, err
 }
 
 // stop ends the service and removes its cache dir unless keep.
