@@ -64,9 +64,13 @@ var httpAccess = map[string]access{
 	api.PatternChunk:  pathDB,
 	api.PatternChunks: pathDB,
 	api.PatternDB:     pathDB,
-	"GET /metrics":    metricsAccess,
-	"GET /healthz":    openAccess,
-	"GET /readyz":     openAccess,
+	// The list shows only the databases the token grants (view.go).
+	api.PatternDBs:       anyToken,
+	api.PatternCache:     anyToken,
+	api.PatternDropCache: pathDB,
+	"GET /metrics":       metricsAccess,
+	"GET /healthz":       openAccess,
+	"GET /readyz":        openAccess,
 }
 
 // grpcAccess has the rule of every gRPC method, by its full name: the

@@ -95,6 +95,7 @@ func New(cfg Config) (*Cache, error) {
 	}
 	c.log.Info("cache directory loaded", "dir", cfg.CacheDir, "files", e.disk.fileCount(), "bytes", e.disk.usedBytes(), "took", time.Since(start).Round(time.Millisecond))
 	e.metrics.diskBytes.Set(float64(e.disk.usedBytes()))
+	c.registerViewMetrics(cfg.Registry)
 	return c, nil
 }
 
@@ -128,7 +129,7 @@ func (c *Cache) GetChunk(ctx context.Context, db string, a addr.Addr) (Result, e
 	// The database holds the chunk: memory may answer (it is shared by
 	// all databases, and holds only proven bytes).
 	if data, ok := c.mem.get(a); ok {
-		c.metrics.hit(api.TierMemory, len(data))
+		d.hit(api.TierMemory, len(data))
 		return Result{data, true, api.TierMemory}, nil
 	}
 	data, tier, err := t.read(ctx, e)
@@ -136,7 +137,7 @@ func (c *Cache) GetChunk(ctx context.Context, db string, a addr.Addr) (Result, e
 		return Result{}, err
 	}
 	c.mem.put(a, data)
-	c.metrics.hit(tier, len(data))
+	d.hit(tier, len(data))
 	return Result{data, true, tier}, nil
 }
 
@@ -170,7 +171,7 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 			continue
 		}
 		if data, ok := c.mem.get(a); ok {
-			c.metrics.hit(api.TierMemory, len(data))
+			d.hit(api.TierMemory, len(data))
 			if err := fn(i, Result{data, true, api.TierMemory}); err != nil {
 				return err
 			}
@@ -210,7 +211,7 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 			err := t.readMany(bctx, entries, func(e tablefile.Entry, data []byte, tier api.Tier) error {
 				if data != nil {
 					c.mem.put(e.Addr, data)
-					c.metrics.hit(tier, len(data))
+					d.hit(tier, len(data))
 				}
 				res := Result{Data: data, Found: data != nil}
 				if res.Found {

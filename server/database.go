@@ -42,6 +42,8 @@ type database struct {
 
 	refreshes singleflight.Group // manifest reads, one at a time
 
+	served tierCounter // chunks served from it, by tier (view.go)
+
 	stateMu sync.Mutex
 	saved   []byte // the state last saved (saveState)
 }

@@ -331,6 +331,11 @@ func (d *disk) removeLocked(cf *cachedFile) {
 func (d *disk) drop(cf *cachedFile) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.dropLocked(cf)
+}
+
+// dropLocked is drop with d.mu held.
+func (d *disk) dropLocked(cf *cachedFile) bool {
 	cf.mu.Lock()
 	cf.evicted = true
 	if cf.refs == 0 && cf.f != nil {

@@ -24,6 +24,9 @@ func NewHandler(c *Cache, gather prometheus.Gatherer) Router {
 	mux.HandleFunc(api.PatternChunk, h.observe("http_get_chunk", h.getChunk))
 	mux.HandleFunc(api.PatternChunks, h.observe("http_get_chunks", h.getChunks))
 	mux.HandleFunc(api.PatternDB, h.observe("http_db_info", h.dbInfo))
+	mux.HandleFunc(api.PatternDBs, h.observe("http_list_dbs", h.listDBs))
+	mux.HandleFunc(api.PatternCache, h.observe("http_cache", h.cacheSummary))
+	mux.HandleFunc(api.PatternDropCache, h.observe("http_drop_cache", h.dropCache))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

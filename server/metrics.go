@@ -27,6 +27,9 @@ type metrics struct {
 
 	// servedBytes and readBytes feed the store-bytes-per-served-byte gauge.
 	servedBytes, readBytes atomic.Int64
+	// served and storeReadCount feed GET /v1/cache (view.go).
+	served         tierCounter
+	storeReadCount atomic.Int64
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -97,6 +100,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) hit(t api.Tier, n int) {
+	m.served.add(t)
 	m.hits.WithLabelValues(t.String()).Inc()
 	m.hitBytes.WithLabelValues(t.String()).Add(float64(n))
 	m.servedBytes.Add(int64(n))
@@ -105,6 +109,7 @@ func (m *metrics) hit(t api.Tier, n int) {
 // storeRead counts one ranged read of n bytes.
 func (m *metrics) storeRead(n int) {
 	m.storeReqs.Inc()
+	m.storeReadCount.Add(1)
 	m.addStoreBytes(int64(n))
 }
 

@@ -201,3 +201,24 @@ func TestSQLStatementsAndFormats(t *testing.T) {
 		t.Errorf("empty query: %v %q", err, errOut)
 	}
 }
+
+// TestStatus: chunkd status shows the service's cache and databases.
+func TestStatus(t *testing.T) {
+	_, storeDir := smallDB(t)
+	svc := startService(t, storeDir, t.TempDir())
+	out := mustChunkd(t, "status", "--service", svc.http)
+	if !strings.Contains(out, "(ready)") || !strings.Contains(out, "no databases yet") {
+		t.Fatalf("status before any read:\n%s", out)
+	}
+	mustChunkd(t, "sql", "--store", storeDir, "--db", "s", "--service", svc.http, "-q", "SELECT count(*) FROM sentences")
+	out = mustChunkd(t, "status", "--service", svc.http)
+	for _, want := range []string{"memory    ", " of 256 MiB", "disk      ", " of 10 GiB", "served    ", "hit ratio", "store     ", "\ns         loaded  "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	svc.stop()
+	if _, errOut, err := chunkd(t, "status", "--service", svc.http); err == nil || errOut == "" {
+		t.Errorf("status of a stopped service: %v %q", err, errOut)
+	}
+}

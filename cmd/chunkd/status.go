@@ -11,9 +11,11 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/dustin/go-humanize"
 )
 
 // statusCommand shows a running service's state, or waits for it to be
@@ -136,11 +138,48 @@ func (s *statusClient) waitReady(ctx context.Context, wait time.Duration, w io.W
 	}
 }
 
-// show prints the service's state.
+// show prints the service's state: GET /v1/cache and /v1/dbs, for people.
 func (s *statusClient) show(ctx context.Context, w io.Writer) error {
+	ready := "ready"
 	if err := s.get(ctx, "/readyz", nil); err != nil {
+		ready = "not ready: " + err.Error()
+	}
+	var sum api.CacheSummary
+	if err := s.get(ctx, api.CachePath, &sum); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s is ready\n", s.base)
-	return nil
+	var dbs []api.DBSummary
+	if err := s.get(ctx, api.DBsPath, &dbs); err != nil {
+		return err
+	}
+	size := func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
+	pct := func(n, of int64) string {
+		if of == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*float64(n)/float64(of))
+	}
+	fmt.Fprintf(w, "service   %s (%s)\n", s.base, ready)
+	fmt.Fprintf(w, "memory    %s of %s (%s), %d chunks\n", size(sum.Memory.Used), size(sum.Memory.Budget), pct(sum.Memory.Used, sum.Memory.Budget), sum.Memory.Chunks)
+	fmt.Fprintf(w, "disk      %s of %s (%s), %d files\n", size(sum.Disk.Used), size(sum.Disk.Budget), pct(sum.Disk.Used, sum.Disk.Budget), sum.Disk.Files)
+	t := sum.Served
+	fmt.Fprintf(w, "served    %d chunks: memory %s, disk %s, partial %s, store %s; hit ratio %s\n", t.Total(),
+		pct(t.Memory, t.Total()), pct(t.Disk, t.Total()), pct(t.Partial, t.Total()), pct(t.Store, t.Total()), pct(t.Total()-t.Store, t.Total()))
+	fmt.Fprintf(w, "downloads %d in flight (%s written)\n", sum.Downloads, size(sum.DownloadedBytes))
+	fmt.Fprintf(w, "store     %d ranged reads, %s read in all (downloads included)\n", sum.StoreReads, size(sum.StoreBytes))
+	fmt.Fprintln(w)
+	if len(dbs) == 0 {
+		fmt.Fprintln(w, "no databases yet")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATABASE\tSTATE\tFILES CACHED\tBYTES CACHED\tDOWNLOADING\tCHUNKS SERVED\tHIT RATIO")
+	for _, d := range dbs {
+		files, bytes := fmt.Sprintf("%d of %d", d.FilesCached, d.Files), fmt.Sprintf("%s of %s", size(d.BytesCached), size(d.Bytes))
+		if d.State == api.DBOnDisk {
+			files, bytes = fmt.Sprintf("%d", d.FilesCached), size(d.BytesCached)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.Name, d.State, files, bytes, d.Downloading, d.Served.Total(), pct(d.Served.Total()-d.Served.Store, d.Served.Total()))
+	}
+	return tw.Flush()
 }

@@ -1,0 +1,264 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/manifest"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The service's view of itself, for operators: GET /v1/dbs, GET /v1/cache,
+// DELETE /v1/dbs/{db}/cache, and the gauges of memory and disk in use.
+
+// tierCounter counts chunks served, by api.Tier.
+type tierCounter [api.TierStore + 1]atomic.Int64
+
+func (c *tierCounter) add(t api.Tier) {
+	if int(t) < len(c) {
+		c[t].Add(1)
+	}
+}
+
+func (c *tierCounter) counts() api.TierCounts {
+	return api.TierCounts{Memory: c[api.TierMemory].Load(), Disk: c[api.TierDisk].Load(), Partial: c[api.TierPartial].Load(), Store: c[api.TierStore].Load()}
+}
+
+// hit counts a chunk of n bytes served from d by tier t.
+func (d *database) hit(t api.Tier, n int) {
+	d.served.add(t)
+	d.env.metrics.hit(t, n)
+}
+
+// summary describes d; the cached files and bytes are the caller's (the
+// disk knows them, loaded or not).
+func (d *database) summary() api.DBSummary {
+	d.mu.RLock()
+	s := api.DBSummary{Name: d.name, State: api.DBLoaded, Root: d.root.String(), Files: len(d.tables) + d.missing}
+	if d.loadedAt.IsZero() {
+		s.State = api.DBSaved
+	}
+	tables := append([]*table(nil), d.tables...)
+	d.mu.RUnlock()
+	for _, t := range tables {
+		s.Bytes += t.size
+		t.mu.Lock()
+		if t.dl != nil {
+			s.Downloading++
+		}
+		t.mu.Unlock()
+	}
+	s.Served = d.served.counts()
+	s.HitRatio = s.Served.HitRatio()
+	return s
+}
+
+// downloading returns the downloads in flight of d's files and the bytes
+// they have written.
+func (d *database) downloading() (n int, bytes int64) {
+	d.mu.RLock()
+	tables := append([]*table(nil), d.tables...)
+	d.mu.RUnlock()
+	for _, t := range tables {
+		t.mu.Lock()
+		if t.dl != nil {
+			n++
+			bytes += t.dl.arrived.Load()
+		}
+		t.mu.Unlock()
+	}
+	return n, bytes
+}
+
+// dirUse is how many cached files, and bytes, one database has on disk.
+type dirUse struct {
+	files int
+	bytes int64
+}
+
+// byDB returns the cached files per database: a file's store key is its
+// database's name, a slash and the file's name (which has no slash).
+func (dk *disk) byDB() map[string]dirUse {
+	dk.mu.Lock()
+	defer dk.mu.Unlock()
+	out := map[string]dirUse{}
+	for key, cf := range dk.files {
+		u := out[path.Dir(key)]
+		u.files++
+		u.bytes += cf.size
+		out[path.Dir(key)] = u
+	}
+	return out
+}
+
+// dropDB removes every cached file of database db, as drop does one:
+// readers holding a file finish with it; new reads go to the store (and
+// may download the file again).
+func (dk *disk) dropDB(db string) (files int, bytes int64) {
+	dk.mu.Lock()
+	defer dk.mu.Unlock()
+	for key, cf := range dk.files {
+		if path.Dir(key) == db && dk.dropLocked(cf) {
+			files++
+			bytes += cf.size
+		}
+	}
+	return files, bytes
+}
+
+// savedDBs returns the names of the databases with a saved state in the
+// cache directory.
+func (c *Cache) savedDBs() []string {
+	entries, _ := os.ReadDir(filepath.Join(c.cfg.CacheDir, api.CacheDBsDir))
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			if name, err := url.PathUnescape(n); err == nil {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
+}
+
+// Databases lists the databases the service knows: those loaded since it
+// started, and those with files or a saved state in its cache directory.
+func (c *Cache) Databases() []api.DBSummary {
+	c.mu.Lock()
+	dbs := make([]*database, 0, len(c.dbs))
+	for _, d := range c.dbs {
+		dbs = append(dbs, d)
+	}
+	c.mu.Unlock()
+	use := c.disk.byDB()
+	seen := map[string]bool{}
+	var out []api.DBSummary
+	for _, d := range dbs {
+		s := d.summary()
+		s.FilesCached, s.BytesCached = use[d.name].files, use[d.name].bytes
+		out = append(out, s)
+		seen[d.name] = true
+	}
+	onDisk := c.savedDBs()
+	for name := range use {
+		onDisk = append(onDisk, name)
+	}
+	for _, name := range onDisk {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, api.DBSummary{Name: name, State: api.DBOnDisk, FilesCached: use[name].files, BytesCached: use[name].bytes})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Summary describes the cache as a whole.
+func (c *Cache) Summary() api.CacheSummary {
+	var s api.CacheSummary
+	s.Memory.Used, s.Memory.Budget, s.Memory.Chunks = int64(c.mem.weight()), c.cfg.MemBytes, int64(c.mem.cache.EstimatedSize())
+	s.Disk.Used, s.Disk.Budget, s.Disk.Files = c.disk.usedBytes(), c.cfg.DiskBytes, c.disk.fileCount()
+	s.Served = c.metrics.served.counts()
+	s.HitRatio = s.Served.HitRatio()
+	c.mu.Lock()
+	dbs := make([]*database, 0, len(c.dbs))
+	for _, d := range c.dbs {
+		dbs = append(dbs, d)
+	}
+	c.mu.Unlock()
+	for _, d := range dbs {
+		n, b := d.downloading()
+		s.Downloads += n
+		s.DownloadedBytes += b
+	}
+	s.StoreReads = c.metrics.storeReadCount.Load()
+	s.StoreBytes = c.metrics.readBytes.Load()
+	return s
+}
+
+// DropCached removes database db's cached files from disk (whether or not
+// the database is loaded). Downloads in flight finish and are kept; the
+// memory tier, shared by all databases, keeps what it holds.
+func (c *Cache) DropCached(ctx context.Context, db string) (api.DropResult, error) {
+	if err := manifest.ValidateName(db); err != nil {
+		return api.DropResult{}, errorf(KindBadRequest, err, "bad database name")
+	}
+	if err := ctx.Err(); err != nil {
+		return api.DropResult{}, err
+	}
+	files, bytes := c.disk.dropDB(db)
+	if files > 0 {
+		c.log.Info("dropped a database's cached files on request", "db", db, "files", files, "bytes", bytes)
+	}
+	return api.DropResult{DB: db, Files: files, Bytes: bytes}, nil
+}
+
+// registerViewMetrics adds the gauges of memory and disk in use and their
+// budgets.
+func (c *Cache) registerViewMetrics(reg prometheus.Registerer) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chunkd_memory_bytes", Help: "Bytes of decoded chunks in the memory tier, per-chunk overheads included."},
+			func() float64 { return float64(c.mem.weight()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chunkd_memory_budget_bytes", Help: "The memory tier's budget (--mem)."},
+			func() float64 { return float64(c.cfg.MemBytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chunkd_disk_budget_bytes", Help: "The disk tier's budget (--disk)."},
+			func() float64 { return float64(c.cfg.DiskBytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chunkd_disk_files", Help: "Table files cached on disk."},
+			func() float64 { return float64(c.disk.fileCount()) }),
+	)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) //nolint:errcheck // nothing to do if the client left
+}
+
+// grantedDBs keeps the databases the request's token may read (all of
+// them without tokens).
+func grantedDBs(ctx context.Context, dbs []api.DBSummary) []api.DBSummary {
+	g, ok := GrantFrom(ctx)
+	if !ok {
+		return dbs
+	}
+	out := dbs[:0]
+	for _, d := range dbs {
+		if g.Allows(d.Name) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (h *httpAPI) listDBs(w http.ResponseWriter, r *http.Request) {
+	dbs := grantedDBs(r.Context(), h.c.Databases())
+	if dbs == nil {
+		dbs = []api.DBSummary{}
+	}
+	writeJSON(w, dbs)
+}
+
+func (h *httpAPI) cacheSummary(w http.ResponseWriter, r *http.Request) {
+	s := h.c.Summary()
+	s.Databases = len(grantedDBs(r.Context(), h.c.Databases()))
+	writeJSON(w, s)
+}
+
+func (h *httpAPI) dropCache(w http.ResponseWriter, r *http.Request) {
+	res, err := h.c.DropCached(r.Context(), r.PathValue("db"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, res)
+}
