@@ -74,8 +74,11 @@ const (
 
 // Options configure a Client.
 type Options struct {
-	// Store holds the database. Required, even with a service: it is the
-	// tier of last resort. The client does not close it.
+	// Store holds the database: the tier of last resort. It may be nil
+	// with a service over HTTP, which is then the only tier: a chunk the
+	// service does not give is an error, the version's root comes from
+	// the service, and there is no hedging (and no LocalDir). The client
+	// does not close it.
 	Store store.Store
 	// DB is the database's name in Store; "" means the store's root is
 	// the database (a copied Dolt file:// remote). The cache service only
@@ -147,6 +150,9 @@ var (
 	ErrCorrupt = errors.New("corrupt chunk")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client closed")
+	// ErrNoDatabase: the cache service does not know the database (a
+	// client without a store asks it for the root).
+	ErrNoDatabase = errors.New("no such database")
 )
 
 // Tier names used in errors.
@@ -245,8 +251,13 @@ func (c *Client) addLocal(f *os.File) {
 // load in the background and returns at once: reads the service answers
 // need no store, and the first read that does waits for the load.
 func Open(ctx context.Context, o Options) (*Client, error) {
-	if o.Store == nil {
-		return nil, errors.New("client: no store")
+	switch {
+	case o.Store == nil && o.Service == "":
+		return nil, errors.New("client: no store and no service")
+	case o.Store == nil && o.LocalDir != "":
+		return nil, errors.New("client: the service's files on this host (LocalDir) need the store too")
+	case o.Store == nil:
+		o.ServiceTimeout = -1 // nothing to hedge with
 	}
 	if o.MemBytes == 0 {
 		o.MemBytes = DefaultMemBytes
@@ -269,10 +280,14 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	mdb, err := manifest.Open(ctx, o.Store, o.DB)
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+	var mdb *manifest.DB // nil without a store
+	if o.Store != nil {
+		var err error
+		if mdb, err = manifest.Open(ctx, o.Store, o.DB); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
 	}
+	var err error
 	c := &Client{opts: o, log: o.Logger, backoff: backoff{min: minBackoff, max: maxBackoff}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if o.MemBytes > 0 {
@@ -297,12 +312,16 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 		}
 	}
 	c.st = &storeTier{c: c, mdb: mdb, rootReady: make(chan struct{})}
-	if c.svc == nil {
+	switch {
+	case mdb == nil:
+		// The service is the only tier; the root is asked of it when
+		// first wanted.
+	case c.svc == nil:
 		if _, err := c.st.current(ctx); err != nil {
 			c.Close()
 			return nil, err
 		}
-	} else {
+	default:
 		c.st.startLoad()
 	}
 	return c, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -41,6 +42,9 @@ type service interface {
 	// calls fn at most once per position j of as, from one goroutine.
 	// On an error, positions fn was not called for were not answered.
 	getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error
+	// root asks for the root of the database's version the service
+	// reads (its manifest's).
+	root(ctx context.Context) (addr.Addr, error)
 	close() error
 	// String is the service's address, for messages.
 	String() string
@@ -177,6 +181,33 @@ func (h *httpService) get(ctx context.Context, a addr.Addr) (reply, error) {
 	return reply{data: data, tier: tier, found: true}, nil
 }
 
+func (h *httpService) root(ctx context.Context) (addr.Addr, error) {
+	req, err := h.newRequest(ctx, http.MethodGet, api.DBPath(h.db), nil)
+	if err != nil {
+		return addr.Addr{}, err
+	}
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		return addr.Addr{}, fmt.Errorf("cache service %s: %w", h.base, err)
+	}
+	defer drain(resp.Body)
+	if resp.StatusCode == http.StatusNotFound {
+		return addr.Addr{}, fmt.Errorf("cache service %s: %w: %w", h.base, ErrNoDatabase, api.ReadError(resp))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return addr.Addr{}, statusError(h.base, resp)
+	}
+	var info api.DBInfo
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
+		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: %w", h.base, h.db, err)
+	}
+	root, err := addr.Parse(info.Root)
+	if err != nil {
+		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: root: %w", h.base, h.db, err)
+	}
+	return root, nil
+}
+
 // statusError describes an HTTP answer other than 200 and 404. A 503 (the
 // service is shutting down, or its store is unreachable), a 401 (no or an
 // unknown token) and a 403 (a token without this database) are treated
@@ -271,6 +302,11 @@ func newGRPCService(u *url.URL, db string, tlsCfg *tls.Config, token string) (*g
 func (g *grpcService) String() string { return g.target }
 
 func (g *grpcService) close() error { return g.conn.Close() }
+
+// root is not in the gRPC API; over gRPC the root comes from the store.
+func (g *grpcService) root(context.Context) (addr.Addr, error) {
+	return addr.Addr{}, fmt.Errorf("client: cache service %s: the gRPC API does not give a database's root; give the store too, or the service's HTTP address", g.target)
+}
 
 // grpcError classifies a failed call: Unavailable is a connection
 // failure, and so are Unauthenticated and PermissionDenied (a token the

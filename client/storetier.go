@@ -19,7 +19,7 @@ import (
 // storeTier reads chunks straight from the database's table files.
 type storeTier struct {
 	c   *Client
-	mdb *manifest.DB
+	mdb *manifest.DB // nil without a store (Options.Store): then the root is the service's
 
 	mu      sync.Mutex
 	cur     *snapshot     // nil until the first load succeeds
@@ -63,9 +63,16 @@ func (s *storeTier) localTables(ctx context.Context) []*table {
 	return out
 }
 
+// errNoStore is the store tier's answer when there is no store.
+var errNoStore = errors.New("client: no store (Options.Store): the cache service is the only tier")
+
 // root returns the root of the current version, waiting only for the
-// manifest when nothing is loaded yet.
+// manifest when nothing is loaded yet. Without a store, the service
+// says.
 func (s *storeTier) root(ctx context.Context) (addr.Addr, error) {
+	if s.mdb == nil {
+		return s.serviceRoot(ctx)
+	}
 	s.mu.Lock()
 	if cur := s.cur; cur != nil {
 		s.mu.Unlock()
@@ -251,8 +258,31 @@ func (s *storeTier) startLoadLocked() chan struct{} {
 	return done
 }
 
+// serviceRoot returns the root the service reads, asking it once (until a
+// refresh).
+func (s *storeTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.firstRoot.IsEmpty() {
+		return s.firstRoot, nil
+	}
+	root, err := s.c.svc.root(ctx)
+	if err != nil {
+		return addr.Addr{}, err
+	}
+	s.firstRoot = root
+	return root, nil
+}
+
 // refresh loads the manifest again, keeping the tables already open.
 func (s *storeTier) refresh(ctx context.Context) error {
+	if s.mdb == nil {
+		s.mu.Lock()
+		s.firstRoot = addr.Addr{}
+		s.mu.Unlock()
+		_, err := s.serviceRoot(ctx)
+		return err
+	}
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
 	prev, err := s.current(ctx)
@@ -275,6 +305,9 @@ func (s *storeTier) refresh(ctx context.Context) error {
 // load reads the manifest and opens the index of every table file it
 // names that prev does not hold, several at once.
 func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error) {
+	if s.mdb == nil {
+		return nil, errNoStore
+	}
 	c := s.c
 	l := &tableset.Loader[*table]{DB: s.mdb, OpenIndex: s.openIndex, Concurrency: c.opts.Concurrency}
 	m, _, err := l.Manifest(ctx)

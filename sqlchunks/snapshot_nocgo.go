@@ -1,4 +1,4 @@
-//go:build !cgo
+//go:build !cgo || chunkd_ext
 
 package sqlchunks
 
@@ -7,7 +7,9 @@ import (
 	"errors"
 )
 
-// Without cgo there is no SQLite to take a snapshot with.
+// Without cgo there is no SQLite to take a snapshot with; in the loadable
+// extension (the chunkd_ext build) the only SQLite is the host program's,
+// which reads.
 func snapshot(context.Context, string, string, int) error {
-	return errors.New("needs cgo (build with CGO_ENABLED=1 and a C compiler)")
+	return errors.New("needs the chunkd binary built with cgo (CGO_ENABLED=1 and a C compiler)")
 }

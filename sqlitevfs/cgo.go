@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"runtime/cgo"
 	"sync"
 	"unsafe"
@@ -66,11 +67,14 @@ func goOpen(name *C.char, flags C.int, outFlags *C.int, handle *C.uintptr_t, dev
 	if name == nil {
 		return sqliteCantOpen
 	}
-	r := lookup(C.GoString(name))
-	if r == nil {
-		return sqliteCantOpen
+	f := &dbFile{reg: lookup(C.GoString(name)), release: func() {}}
+	if f.reg == nil {
+		if !haveOpener() {
+			return sqliteCantOpen
+		}
+		f.reg, f.release = openDynamic(C.GoString(name), uriParams(name))
 	}
-	f := &dbFile{reg: r}
+	r := f.reg
 	*outFlags = C.int(flags&^openReadWrite | openReadOnly)
 	*devchar = iocapImmutable
 	*sector = C.int(r.pageSize)
@@ -78,11 +82,29 @@ func goOpen(name *C.char, flags C.int, outFlags *C.int, handle *C.uintptr_t, dev
 	return sqliteOK
 }
 
+// uriParams returns the URI parameters of the database file name SQLite
+// passed to xOpen.
+func uriParams(name *C.char) url.Values {
+	params := url.Values{}
+	for i := C.int(0); ; i++ {
+		k := C.chunkd_uri_key(name, i)
+		if k == nil {
+			return params
+		}
+		var v string
+		if cv := C.chunkd_uri_value(name, i); cv != nil {
+			v = C.GoString(cv)
+		}
+		params.Add(C.GoString(k), v)
+	}
+}
+
 //export goClose
 func goClose(h C.uintptr_t) C.int {
 	if h == 0 {
 		return sqliteIOErrClose
 	}
+	fileOf(h).release()
 	cgo.Handle(h).Delete()
 	return sqliteOK
 }
@@ -145,3 +167,14 @@ func goAccess(name *C.char, flags C.int) C.int {
 	}
 	return 0
 }
+
+// Opened returns the Image.Value of the database file SQLite has open
+// under handle h (a file of this VFS: see chunkd_file_handle in shim.h),
+// or the error its Opener failed with. A file of an image Register put
+// under its name has a nil value.
+func Opened(h uintptr) (any, error) { return fileOf(C.uintptr_t(h)).opened() }
+
+// PagesRead returns how many pages SQLite has read through the VFS from
+// the image of the database file open under handle h, over all the
+// image's connections: the misses of SQLite's page caches.
+func PagesRead(h uintptr) int64 { return fileOf(C.uintptr_t(h)).reg.pagesRead.Load() }

@@ -13,6 +13,7 @@ var errShortRead = errors.New("sqlitevfs: short read")
 // serializes the calls on one handle.
 type dbFile struct {
 	reg     *registration
+	release func() // called at close: lets go of an Opener's image
 	scratch []byte // two pages, for the partial pages at either end of a read
 }
 
@@ -26,6 +27,16 @@ func (f *dbFile) truncate(int64) error { return ErrReadOnly }
 // the end of the image it returns the count read and errShortRead.
 func (f *dbFile) readAt(p []byte, off int64) (int, error) {
 	r := f.reg
+	if r.err != nil {
+		// An image that did not open (see failed). SQLite reads the first
+		// 100 bytes of a database while it opens it, before the extension
+		// can report the Opener's error with its message; that read finds
+		// zeros. Every other read fails.
+		if off == 0 && len(p) <= 100 {
+			return 0, errShortRead
+		}
+		return 0, fmt.Errorf("%w: %w", errOpen, r.err)
+	}
 	if r.gone.Load() {
 		err := fmt.Errorf("%w: %q", ErrUnregistered, r.name)
 		r.setErr(err)

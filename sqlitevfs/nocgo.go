@@ -11,3 +11,9 @@ func registerVFS() error {
 }
 
 func tempOpens() int64 { return 0 }
+
+// Opened needs cgo, like every open.
+func Opened(uintptr) (any, error) { return nil, registerVFS() }
+
+// PagesRead needs cgo, like every open.
+func PagesRead(uintptr) int64 { return 0 }

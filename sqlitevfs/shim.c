@@ -196,6 +196,23 @@ static int cdCurrentTimeInt64(sqlite3_vfs *vfs, sqlite3_int64 *t) {
 	return rc;
 }
 
+const char *chunkd_uri_key(const char *name, int n) {
+	return sqlite3_uri_key(name, n);
+}
+
+const char *chunkd_uri_value(const char *name, int n) {
+	const char *key = sqlite3_uri_key(name, n);
+	return key ? sqlite3_uri_parameter(name, key) : 0;
+}
+
+int chunkd_file_handle(sqlite3_file *f, uintptr_t *h) {
+	if (f == 0 || f->pMethods != &chunkd_methods) {
+		return 0;
+	}
+	*h = ((chunkdFile *)f)->handle;
+	return 1;
+}
+
 int chunkd_register(const char *name, int maxPathname) {
 	sqlite3_vfs *vfs;
 

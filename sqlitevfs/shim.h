@@ -11,6 +11,14 @@
 
 #include <stdint.h>
 
+#ifdef CHUNKD_SQLITE_EXT
+/* Built into a loadable extension (the chunkd_ext build tag): the host
+ * program's SQLite is reached through the routines it hands the
+ * extension, by the macros of sqlite3ext.h, and declares the types. */
+#include <sqlite3ext.h>
+SQLITE_EXTENSION_INIT3
+#else
+
 typedef long long sqlite3_int64;
 
 typedef struct sqlite3_file sqlite3_file;
@@ -63,6 +71,10 @@ struct sqlite3_vfs {
 
 sqlite3_vfs *sqlite3_vfs_find(const char *zVfsName);
 int sqlite3_vfs_register(sqlite3_vfs *, int makeDflt);
+const char *sqlite3_uri_key(const char *zFilename, int N);
+const char *sqlite3_uri_parameter(const char *zFilename, const char *zParam);
+
+#endif /* CHUNKD_SQLITE_EXT */
 
 /* Result codes used by the shim. */
 #define CHUNKD_SQLITE_OK 0
@@ -84,5 +96,15 @@ int chunkd_register(const char *name, int maxPathname);
 /* chunkd_temp_open_count returns how many temporary files the VFS has
  * opened through the default VFS. */
 int64_t chunkd_temp_open_count(void);
+
+/* chunkd_uri_key and chunkd_uri_value return the name and the value of
+ * URI parameter n of the database file name SQLite passed to xOpen, or
+ * NULL past the last one. */
+const char *chunkd_uri_key(const char *name, int n);
+const char *chunkd_uri_value(const char *name, int n);
+
+/* chunkd_file_handle reports whether f is a database file of this VFS,
+ * and if so sets *h to its handle (see sqlitevfs.Opened). */
+int chunkd_file_handle(sqlite3_file *f, uintptr_t *h);
 
 #endif

@@ -41,7 +41,11 @@
 // The package uses cgo: a small C shim (shim.c) implements the VFS on the
 // SQLite library that github.com/mattn/go-sqlite3 compiles into the
 // program, and calls into Go for opens and reads. It needs CGO_ENABLED=1
-// and a C compiler.
+// and a C compiler. Built with the chunkd_ext tag, for the loadable
+// extension (package sqliteext), the same shim calls the host program's
+// SQLite instead, through the routines SQLite hands an extension, and the
+// package links no SQLite (Open then has no driver; an Opener opens the
+// databases).
 package sqlitevfs
 
 import (
@@ -124,6 +128,9 @@ type registration struct {
 	gone      atomic.Bool // set by Unregister
 	lastErr   atomic.Pointer[error]
 	pagesRead atomic.Int64 // pages SQLite read (its page caches' misses)
+
+	value any   // an Opener's Image.Value
+	err   error // why an Opener's image did not open; no pages then
 }
 
 func (r *registration) setErr(err error) { r.lastErr.Store(&err) }
@@ -148,12 +155,28 @@ func Register(name string, p Pages, o *Options) error {
 	if name == "" || len(name) > maxName || strings.IndexByte(name, 0) >= 0 {
 		return fmt.Errorf("sqlitevfs: bad database name %q", name)
 	}
-	ps, n := p.PageSize(), p.PageCount()
-	if ps < 512 || ps > 65536 || ps&(ps-1) != 0 || n < 0 || n > (1<<62)/int64(ps) {
-		return fmt.Errorf("%w: page size %d, %d pages", ErrBadPages, ps, n)
-	}
 	if err := registerVFS(); err != nil {
 		return err
+	}
+	r, err := newRegistration(name, p, o)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if registry[name] != nil {
+		r.cancel()
+		return fmt.Errorf("%w: %q", ErrExists, name)
+	}
+	registry[name] = r
+	return nil
+}
+
+// newRegistration checks the geometry of p and sets up its reading.
+func newRegistration(name string, p Pages, o *Options) (*registration, error) {
+	ps, n := p.PageSize(), p.PageCount()
+	if ps < 512 || ps > 65536 || ps&(ps-1) != 0 || n < 0 || n > (1<<62)/int64(ps) {
+		return nil, fmt.Errorf("%w: page size %d, %d pages", ErrBadPages, ps, n)
 	}
 	r := &registration{name: name, pages: p, pageSize: ps, pageCount: n}
 	if o != nil {
@@ -164,14 +187,7 @@ func Register(name string, p Pages, o *Options) error {
 	if size := r.opts.readAhead(); r.ranger != nil && size > 1 {
 		r.pages = newReadAhead(r.ctx, p, r.ranger, size)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if registry[name] != nil {
-		r.cancel()
-		return fmt.Errorf("%w: %q", ErrExists, name)
-	}
-	registry[name] = r
-	return nil
+	return r, nil
 }
 
 // Unregister removes name. Opening it fails from now on; connections that

@@ -1,0 +1,60 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/chunkd/chunkd/server"
+)
+
+// TestServiceOnly: without a store the service is the only tier: the
+// root comes from it, every chunk too, and what it lacks is an error.
+func TestServiceOnly(t *testing.T) {
+	s := newStore(t)
+	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
+	srv := startHTTP(t, s, server.ReadThrough)
+	c := open(t, Options{DB: "db1", Service: srv.URL})
+	ctx := context.Background()
+	root, err := c.Root(ctx)
+	if err != nil || root != db.Root {
+		t.Fatalf("Root = %s, %v; want %s", root, err, db.Root)
+	}
+	all := db.All()
+	getAll(t, c, db, all[:5])
+	getMany(t, c, db, all)
+	if st := c.Stats(); st.Store.Requests != 0 || st.Service.Chunks != int64(len(all)) || st.Hedged != 0 {
+		t.Fatalf("want every chunk from the service, no store: %v", st)
+	}
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	missing := addr.Of([]byte("in no table file"))
+	if _, err := c.Get(ctx, missing); err == nil {
+		t.Fatal("Get of a chunk the service does not have succeeded")
+	}
+
+	// A database the service does not know.
+	c2 := open(t, Options{DB: "nosuch", Service: srv.URL})
+	if _, err := c2.Root(ctx); !errors.Is(err, ErrNoDatabase) || !strings.Contains(err.Error(), srv.URL) {
+		t.Fatalf("Root of an unknown database: %v", err)
+	}
+	// A service that is not there.
+	c3 := open(t, Options{DB: "db1", Service: refusedURL(t, "http")})
+	if _, err := c3.Root(ctx); err == nil {
+		t.Fatal("Root from no service succeeded")
+	}
+	if _, err := c3.Get(ctx, all[0]); err == nil {
+		t.Fatal("Get from no service and no store succeeded")
+	}
+	// Neither store nor service; a same-host directory without a store.
+	if _, err := Open(ctx, Options{DB: "db1"}); err == nil {
+		t.Fatal("Open with no store and no service succeeded")
+	}
+	if _, err := Open(ctx, Options{DB: "db1", Service: srv.URL, LocalDir: t.TempDir()}); err == nil {
+		t.Fatal("Open with LocalDir and no store succeeded")
+	}
+}

@@ -1,0 +1,422 @@
+package main
+
+// These tests build the extension (scripts/build-extension) and load it
+// into real host programs, run as subprocesses: the system's sqlite3
+// shell and /usr/bin/python3 with its sqlite3 module. Every result is
+// compared with the same query on the original file, read by the same
+// program without the extension.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chunkd/chunkd/auth"
+	"github.com/chunkd/chunkd/gen"
+	"github.com/chunkd/chunkd/internal/sqltest"
+	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/sqlchunks"
+	"github.com/chunkd/chunkd/store/folder"
+)
+
+// python is the interpreter the tests use: the system's, whose sqlite3
+// module can load extensions.
+const python = "/usr/bin/python3"
+
+// extPath is the extension, built once by TestMain.
+var extPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "chunkd-ext-")
+	if err != nil {
+		panic(err)
+	}
+	extPath = filepath.Join(dir, "chunkd.so")
+	out, err := exec.Command("../scripts/build-extension", extPath).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scripts/build-extension: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fixture is two versions of a database in a folder store, and cache
+// services over it: one open, one that wants a token.
+type fixture struct {
+	v1, v2       string // the versions' files
+	root1, root2 string
+	store        string // the store's URL, with a query of its own
+	service      string // the service's URL
+	tokenService string // a service that wants the token "s3cret"
+}
+
+const dbName = "corpus"
+
+func newFixture(t testing.TB, sentences int) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &fixture{v1: sqltest.GenDB(t, 1, sentences), v2: sqltest.GenDB(t, 2, sentences)}
+	dir := filepath.Join(t.TempDir(), "store")
+	fs, err := folder.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	for i, v := range []string{f.v1, f.v2} {
+		res, err := sqlchunks.Import(ctx, fs, v, sqlchunks.ImportOptions{DB: dbName, Appendix: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		*[]*string{&f.root1, &f.root2}[i] = res.Root.String()
+	}
+	// A store URL with a query of its own: percent-encoded in a URI.
+	f.store = "file://" + dir + "?latency=0s"
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cache, err := server.New(server.Config{Store: fs, CacheDir: t.TempDir(), NoFsync: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	srv := httptest.NewServer(server.NewHandler(cache, prometheus.NewRegistry()))
+	t.Cleanup(srv.Close)
+	f.service = srv.URL
+	tokenFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokenFile, []byte("s3cret "+dbName+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.Load(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded := httptest.NewServer((&server.Auth{Tokens: tokens, Logger: quiet}).HTTP(server.NewHandler(cache, prometheus.NewRegistry())))
+	t.Cleanup(guarded.Close)
+	f.tokenService = guarded.URL
+	return f
+}
+
+// uri returns the URI of database db with the given parameters (each
+// "k=v", the value percent-encoded here).
+func uri(db string, params ...string) string {
+	q := []string{"vfs=chunkd"}
+	for _, p := range params {
+		k, v, _ := strings.Cut(p, "=")
+		q = append(q, k+"="+url.QueryEscape(v))
+	}
+	return "file:" + db + "?" + strings.Join(q, "&")
+}
+
+// queries are compared on every path: a join, aggregates, a sort, blobs
+// over a page.
+var queries = []string{
+	strings.TrimSuffix(gen.SeedQuery, ";"),
+	`SELECT Lang, count(*), sum(length(Text)), max(length(Text)) FROM sentences GROUP BY Lang ORDER BY Lang`,
+	`SELECT s.SentenceId, s.Lang, t.TranslationId FROM sentences s JOIN translations t ON t.SentenceId = s.SentenceId WHERE s.SentenceId % 97 = 1 ORDER BY s.SentenceId DESC, t.TranslationId`,
+	`SELECT SentenceId, Text FROM sentences ORDER BY length(Text) DESC, SentenceId LIMIT 25`,
+	`SELECT id, length(b), b FROM blobs ORDER BY id`,
+	`PRAGMA integrity_check`,
+}
+
+// shell runs the sqlite3 shell on script and returns its stdout and
+// stderr.
+func shell(t testing.TB, script string, env ...string) (string, string) {
+	t.Helper()
+	cmd := exec.Command("sqlite3", "-batch")
+	cmd.Stdin = strings.NewReader(script)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("sqlite3 hung on:\n%s", script)
+	}
+	return out.String(), errOut.String()
+}
+
+// shellQueries is a shell script that opens db (a .open argument) and
+// runs every query, printing values exactly (blobs as X'..').
+func shellQueries(load bool, open string, qs ...string) string {
+	var b strings.Builder
+	if load {
+		fmt.Fprintf(&b, ".load %s\n", extPath)
+	}
+	fmt.Fprintf(&b, ".open %s\n.mode quote\n", open)
+	for _, q := range qs {
+		b.WriteString(q + ";\n")
+	}
+	return b.String()
+}
+
+func needTools(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not on this machine", tool)
+		}
+	}
+}
+
+func TestShell(t *testing.T) {
+	needTools(t, "sqlite3")
+	f := newFixture(t, 6000)
+	want := map[string]string{}
+	for _, v := range []string{f.v1, f.v2} {
+		out, errOut := shell(t, shellQueries(false, "--readonly "+v, queries...))
+		if errOut != "" || strings.Count(out, "\n") < 50 {
+			t.Fatalf("the shell on %s: %s", v, errOut)
+		}
+		want[v] = out
+	}
+	paths := []struct {
+		name, uri, file, root string
+	}{
+		{"service", uri(dbName, "service="+f.service), f.v2, f.root2},
+		{"store", uri(dbName, "store="+f.store), f.v2, f.root2},
+		{"service and store", uri(dbName, "service="+f.service, "store="+f.store, "mem=16MiB"), f.v2, f.root2},
+		{"store, at the first version", uri(dbName, "store="+f.store, "at="+f.root1), f.v1, f.root1},
+		{"service, at the first version", uri(dbName, "service="+f.service, "at="+f.root1, "mem=0"), f.v1, f.root1},
+		{"service with a token", uri(dbName, "service="+f.tokenService, "token=s3cret"), f.v2, f.root2},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			out, errOut := shell(t, shellQueries(true, p.uri, queries...))
+			if errOut != "" || out != want[p.file] {
+				t.Fatalf("results differ from the file's (%d bytes, want %d): %s", len(out), len(want[p.file]), errOut)
+			}
+			out, errOut = shell(t, shellQueries(true, p.uri, "SELECT chunkd_root(), chunkd_version() LIKE 'chunkd %'", "SELECT chunkd_stats()"))
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if errOut != "" || len(lines) != 2 || lines[0] != fmt.Sprintf("'%s',1", p.root) {
+				t.Fatalf("chunkd_root(), chunkd_version(): %q %s", out, errOut)
+			}
+			var stats struct {
+				DB        string `json:"db"`
+				Root      string `json:"root"`
+				PagesRead int64  `json:"pages_read"`
+			}
+			if err := json.Unmarshal([]byte(strings.Trim(lines[1], "'")), &stats); err != nil || stats.Root != p.root || stats.DB != dbName || stats.PagesRead == 0 {
+				t.Fatalf("chunkd_stats() = %s: %+v, %v", lines[1], stats, err)
+			}
+		})
+	}
+
+	t.Run("environment", func(t *testing.T) {
+		out, errOut := shell(t, shellQueries(true, "file:"+dbName+"?vfs=chunkd", queries...), "CHUNKD_STORE="+f.store)
+		if errOut != "" || out != want[f.v2] {
+			t.Fatalf("CHUNKD_STORE: results differ: %s", errOut)
+		}
+		out, errOut = shell(t, shellQueries(true, "file:"+dbName+"?vfs=chunkd", queries[0]), "CHUNKD_SERVICE="+f.tokenService, "CHUNKD_TOKEN=s3cret")
+		if errOut != "" || !strings.HasPrefix(want[f.v2], out) || out == "" {
+			t.Fatalf("CHUNKD_SERVICE, CHUNKD_TOKEN: %s", errOut)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		for _, c := range errorCases(t, f) {
+			out, errOut := shell(t, shellQueries(true, c.uri, c.query))
+			if out != "" || !strings.Contains(errOut, c.want) {
+				t.Errorf("%s: stdout %q, stderr %q; want an error with %q", c.name, out, errOut, c.want)
+			}
+		}
+	})
+}
+
+// errorCase is a URI that must fail, with the SQLite error it must fail
+// with and a part of its message.
+type errorCase struct {
+	name, uri, query string
+	code             string // the SQLite error name
+	want             string // in the message
+}
+
+func errorCases(t testing.TB, f *fixture) []errorCase {
+	refused := closedPort(t)
+	hung := silentService(t)
+	q := "SELECT count(*) FROM sentences"
+	return []errorCase{
+		{"unknown database", uri("nosuch", "store="+f.store), q, "SQLITE_CANTOPEN", `no database "nosuch"`},
+		{"unknown database at the service", uri("nosuch", "service="+f.service), q, "SQLITE_CANTOPEN", `unknown database "nosuch"`},
+		{"unreachable service, no store", uri(dbName, "service=http://"+refused), q, "SQLITE_CANTOPEN", refused + ": connect: connection refused"},
+		{"service that never answers, no store", uri(dbName, "service=http://"+hung, "timeout=1s"), q, "SQLITE_CANTOPEN", "deadline exceeded"},
+		{"bad version", uri(dbName, "store="+f.store, "at=xyz"), q, "SQLITE_CANTOPEN", "at=xyz"},
+		{"a version that is not there", uri(dbName, "store="+f.store, "at=00000000000000000000000000000001"), q, "SQLITE_CANTOPEN", "00000000000000000000000000000001"},
+		{"bad size", uri(dbName, "store="+f.store, "mem=lots"), q, "SQLITE_CANTOPEN", "mem=lots"},
+		{"unknown parameter", uri(dbName, "store="+f.store, "servce=x"), q, "SQLITE_CANTOPEN", `unknown URI parameter "servce"`},
+		{"no service or store", uri(dbName), q, "SQLITE_CANTOPEN", "no service= or store="},
+		{"bad store URL", uri(dbName, "store=gopher://x"), q, "SQLITE_CANTOPEN", `unknown scheme "gopher"`},
+		{"token refused", uri(dbName, "service="+f.tokenService, "token=wrong"), q, "SQLITE_CANTOPEN", "401"},
+		{"write", uri(dbName, "store="+f.store), "DELETE FROM sentences", "SQLITE_READONLY", "attempt to write a readonly database"},
+	}
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := lis.Addr().String()
+	lis.Close()
+	return a
+}
+
+// silentService returns a loopback address that accepts connections and
+// never answers.
+func silentService(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	return lis.Addr().String()
+}
+
+// pyScript loads the extension into Python's sqlite3 module and runs the
+// job on stdin (JSON): every query on the reference file, then on each
+// URI from `threads` threads at once, each with its connection; then the
+// error cases. It prints a JSON report.
+const pyScript = `
+import json, sqlite3, sys, threading
+
+job = json.load(sys.stdin)
+loader = sqlite3.connect(":memory:")
+loader.enable_load_extension(True)
+loader.load_extension(job["ext"])
+
+def run(conn):
+    return [repr(conn.execute(q).fetchall()) for q in job["queries"]]
+
+report = {"paths": {}, "errors": {}}
+for name, p in job["paths"].items():
+    ref = sqlite3.connect("file:" + p["file"] + "?mode=ro", uri=True)
+    want = run(ref)
+    ref.close()
+    results = [None] * job["threads"]
+    def worker(i):
+        try:
+            conn = sqlite3.connect(p["uri"], uri=True, check_same_thread=False)
+            got = run(conn)
+            got2 = run(conn)
+            root = conn.execute("SELECT chunkd_root()").fetchone()[0]
+            conn.close()
+            results[i] = "ok" if got == want and got2 == want and root == p["root"] else "differ (root %s)" % root
+        except Exception as e:
+            results[i] = "%s: %s" % (type(e).__name__, e)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(job["threads"])]
+    for th in threads: th.start()
+    for th in threads: th.join()
+    report["paths"][name] = results
+for c in job["errors"]:
+    try:
+        conn = sqlite3.connect(c["uri"], uri=True)
+        conn.execute(c["query"]).fetchall()
+        report["errors"][c["name"]] = {"code": "none", "message": ""}
+    except sqlite3.Error as e:
+        report["errors"][c["name"]] = {"code": getattr(e, "sqlite_errorname", "?"), "message": str(e)}
+print(json.dumps(report))
+`
+
+func TestPython(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s is not on this machine", python)
+	}
+	f := newFixture(t, 6000)
+	type path struct {
+		URI  string `json:"uri"`
+		File string `json:"file"`
+		Root string `json:"root"`
+	}
+	type errCase struct {
+		Name  string `json:"name"`
+		URI   string `json:"uri"`
+		Query string `json:"query"`
+	}
+	job := struct {
+		Ext     string          `json:"ext"`
+		Queries []string        `json:"queries"`
+		Threads int             `json:"threads"`
+		Paths   map[string]path `json:"paths"`
+		Errors  []errCase       `json:"errors"`
+	}{Ext: extPath, Queries: queries, Threads: 8, Paths: map[string]path{
+		"service":                    {uri(dbName, "service="+f.service), f.v2, f.root2},
+		"store":                      {uri(dbName, "store="+f.store), f.v2, f.root2},
+		"service and store":          {uri(dbName, "service="+f.service, "store="+f.store), f.v2, f.root2},
+		"store, the first version":   {uri(dbName, "store="+f.store, "at="+f.root1), f.v1, f.root1},
+		"service, the first version": {uri(dbName, "service="+f.service, "at="+f.root1), f.v1, f.root1},
+	}}
+	cases := errorCases(t, f)
+	for _, c := range cases {
+		job.Errors = append(job.Errors, errCase{c.name, c.uri, c.query})
+	}
+	in, _ := json.Marshal(job)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", pyScript)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	var report struct {
+		Paths  map[string][]string `json:"paths"`
+		Errors map[string]struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("python's report %q: %v\n%s", out, err, stderr.String())
+	}
+	for name := range job.Paths {
+		got := report.Paths[name]
+		if len(got) != job.Threads {
+			t.Errorf("%s: %d threads reported, want %d", name, len(got), job.Threads)
+		}
+		for i, r := range got {
+			if r != "ok" {
+				t.Errorf("%s, thread %d: %s", name, i, r)
+			}
+		}
+	}
+	for _, c := range cases {
+		got := report.Errors[c.name]
+		if got.Code != c.code || !strings.Contains(got.Message, c.want) {
+			t.Errorf("%s: %s %q; want %s with %q", c.name, got.Code, got.Message, c.code, c.want)
+		}
+	}
+}

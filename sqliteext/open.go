@@ -1,0 +1,261 @@
+//go:build chunkd_ext
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/manifest"
+	"github.com/chunkd/chunkd/sqlchunks"
+	"github.com/chunkd/chunkd/sqlitevfs"
+	"github.com/chunkd/chunkd/store"
+	_ "github.com/chunkd/chunkd/store/folder" // file:// and plain paths
+	_ "github.com/chunkd/chunkd/store/s3"     // s3://
+)
+
+// config is what a database URI says (file:DBNAME?vfs=chunkd&...): its
+// parameters, or the environment variables named, for programs that
+// cannot pass URI parameters.
+type config struct {
+	db      string        // the URI's path: the database's name in the store
+	service string        // service= or CHUNKD_SERVICE: the cache service, http://host:port
+	store   string        // store= or CHUNKD_STORE: the store URL (percent-encoded in the URI)
+	at      addr.Addr     // at=: a version's root; zero for the latest
+	mem     int64         // mem=: the in-process memory tier (default 256MiB; 0 none)
+	token   string        // token= or CHUNKD_TOKEN: the service's bearer token
+	timeout time.Duration // timeout=: bounds the open, and each read (default 30s)
+}
+
+// Defaults of config.
+const (
+	defaultMem     = 256 << 20
+	defaultTimeout = 30 * time.Second
+)
+
+// params lists the URI parameters chunkd reads; sqliteParams those SQLite
+// itself reads, which are let through.
+var (
+	params       = []string{"service", "store", "at", "mem", "token", "timeout"}
+	sqliteParams = []string{"vfs", "mode", "cache", "immutable", "nolock", "psow", "modeof"}
+)
+
+// openError is an error with the SQLite result code the open fails with.
+type openError struct {
+	code int
+	err  error
+}
+
+func (e *openError) Error() string { return e.err.Error() }
+func (e *openError) Unwrap() error { return e.err }
+
+// cantOpen and ioErr wrap an open's error with its result code.
+func cantOpen(format string, args ...any) error {
+	return &openError{sqliteCantOpen, fmt.Errorf("chunkd: "+format, args...)}
+}
+
+func ioErr(format string, args ...any) error {
+	return &openError{sqliteIOErr, fmt.Errorf("chunkd: "+format, args...)}
+}
+
+// parseConfig reads a database's URI: its name and parameters, then the
+// environment for what the parameters leave out.
+func parseConfig(name string, q url.Values) (config, error) {
+	c := config{db: strings.TrimPrefix(name, "/"), mem: defaultMem, timeout: defaultTimeout}
+	for k, vs := range q {
+		if !slices.Contains(params, k) && !slices.Contains(sqliteParams, k) {
+			return c, cantOpen("unknown URI parameter %q (chunkd reads %s)", k, strings.Join(params, ", "))
+		}
+		if len(vs) > 1 && slices.Contains(params, k) {
+			return c, cantOpen("URI parameter %q given %d times", k, len(vs))
+		}
+	}
+	if err := manifest.ValidateName(c.db); err != nil {
+		return c, cantOpen("%v", err)
+	}
+	c.service = param(q, "service", "CHUNKD_SERVICE")
+	c.store = param(q, "store", "CHUNKD_STORE")
+	c.token = param(q, "token", "CHUNKD_TOKEN")
+	if c.service == "" && c.store == "" {
+		return c, cantOpen("database %q: no service= or store= in its URI, and neither CHUNKD_SERVICE nor CHUNKD_STORE is set", c.db)
+	}
+	if v := q.Get("at"); v != "" {
+		a, err := addr.Parse(v)
+		if err != nil {
+			return c, cantOpen("URI parameter at=%s: %v", v, err)
+		}
+		c.at = a
+	}
+	if v, ok := q["mem"]; ok {
+		n, err := humanize.ParseBytes(v[0])
+		if err != nil || n > 1<<50 {
+			return c, cantOpen("URI parameter mem=%s: want a size such as 256MiB (0: no memory tier)", v[0])
+		}
+		c.mem = int64(n)
+	}
+	if v := q.Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return c, cantOpen("URI parameter timeout=%s: want a duration such as 30s", v)
+		}
+		c.timeout = d
+	}
+	return c, nil
+}
+
+// param returns URI parameter k, or else environment variable env.
+func param(q url.Values, k, env string) string {
+	if v := q.Get(k); v != "" {
+		return v
+	}
+	return os.Getenv(env)
+}
+
+// source is one open database version: what the SQL functions report on.
+type source struct {
+	c     *client.Client
+	root  addr.Addr
+	pages *sqlchunks.Pages
+}
+
+// open is the VFS's Opener: it opens a client for the database the URI
+// names, and the pages of its version. The whole open is bounded by the
+// timeout; so is each later read (timedReader).
+func open(name string, q url.Values) (*sqlitevfs.Image, error) {
+	cfg, err := parseConfig(name, q)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	var st store.Store
+	if cfg.store != "" {
+		if st, err = store.Open(ctx, cfg.store); err != nil {
+			return nil, cantOpen("store=: %v", err)
+		}
+	}
+	closeStore := func() {
+		if st != nil {
+			st.Close()
+		}
+	}
+	c, err := client.Open(ctx, client.Options{Store: st, DB: cfg.db, Service: cfg.service, MemBytes: memOption(cfg.mem), Token: cfg.token, Logger: logger()})
+	if err != nil {
+		closeStore()
+		return nil, cantOpen("%v", err)
+	}
+	fail := func(err error) (*sqlitevfs.Image, error) {
+		c.Close()
+		closeStore()
+		return nil, err
+	}
+	r := timedReader{c, cfg.timeout}
+	root := cfg.at
+	if root.IsEmpty() {
+		if root, err = sqlchunks.Head(ctx, r); err != nil {
+			return fail(cantOpen("%v", err))
+		}
+	}
+	pages, err := sqlchunks.OpenPages(ctx, r, root)
+	switch {
+	case errors.Is(err, sqlchunks.ErrNotRoot), errors.Is(err, client.ErrNotFound):
+		return fail(cantOpen("%v", err)) // not a version of a chunkd SQLite database
+	case err != nil:
+		return fail(ioErr("%v", err)) // its page map did not read
+	}
+	src := &source{c: c, root: root, pages: pages}
+	return &sqlitevfs.Image{Pages: pages, Value: src, Close: func() error {
+		err := c.Close()
+		closeStore()
+		return err
+	}}, nil
+}
+
+// memOption turns mem= into client.Options.MemBytes (0: none).
+func memOption(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// logger gets the client's warnings: none unless CHUNKD_LOG_LEVEL
+// (debug, info, warn, error) asks, on stderr: the host's output is not
+// ours to write to.
+func logger() *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(os.Getenv("CHUNKD_LOG_LEVEL"))); err != nil || os.Getenv("CHUNKD_LOG_LEVEL") == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// timedReader is the client, each call bounded by d: a service that
+// stops answering fails a read rather than hang the host program.
+type timedReader struct {
+	c *client.Client
+	d time.Duration
+}
+
+func (r timedReader) Get(ctx context.Context, a addr.Addr) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.d)
+	defer cancel()
+	return r.c.Get(ctx, a)
+}
+
+func (r timedReader) GetMany(ctx context.Context, as []addr.Addr, fn func(int, []byte) error) error {
+	ctx, cancel := context.WithTimeout(ctx, r.d)
+	defer cancel()
+	return r.c.GetMany(ctx, as, fn)
+}
+
+func (r timedReader) Root(ctx context.Context) (addr.Addr, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.d)
+	defer cancel()
+	return r.c.Root(ctx)
+}
+
+func (r timedReader) DB() string { return r.c.DB() }
+
+// tierJSON is one tier in chunkd_stats().
+type tierJSON struct {
+	Chunks   int64 `json:"chunks"`
+	Bytes    int64 `json:"bytes"`
+	Requests int64 `json:"requests"`
+}
+
+// statsJSON is chunkd_stats(): the pages SQLite read (its page caches'
+// misses) and the client's counters per tier, since the database opened,
+// over every connection to it.
+func (s *source) statsJSON(pagesRead int64) (string, error) {
+	st := s.c.Stats()
+	tier := func(t client.TierStats) tierJSON { return tierJSON{t.Chunks, t.Bytes, t.Requests} }
+	b, err := json.Marshal(struct {
+		DB        string   `json:"db"`
+		Root      string   `json:"root"`
+		Pages     int64    `json:"pages"`
+		PageSize  int      `json:"page_size"`
+		PagesRead int64    `json:"pages_read"`
+		Memory    tierJSON `json:"memory"`
+		Service   tierJSON `json:"service"`
+		Store     tierJSON `json:"store"`
+		NotFound  int64    `json:"not_found"`
+		Hedged    int64    `json:"hedged"`
+		StoreRead int64    `json:"store_read_bytes"`
+	}{s.c.DB(), s.root.String(), s.pages.PageCount(), s.pages.PageSize(), pagesRead,
+		tier(st.Memory), tier(st.Service), tier(st.Store), st.NotFound, st.Hedged, st.StoreReadBytes})
+	return string(b), err
+}
