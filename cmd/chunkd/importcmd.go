@@ -13,8 +13,8 @@ type importCommand struct{ cmdBase }
 
 func (c *importCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("import", "import --store URL --db NAME [--message M] [--page-size N] [--appendix=false] FILE.sqlite", c.stderr)
-	storeURL := fs.String("store", "", "object store URL (required)")
-	db := fs.String("db", "", "database name in the store (required)")
+	var d dbFlags
+	d.add(fs, "database name in the store")
 	message := fs.String("message", "", "a message recorded with the version")
 	pageSize := fs.Int("page-size", 0, "re-page the database at import (e.g. 16384 or 65536: fewer, larger chunks); 0 keeps the file's")
 	appendix := fs.Bool("appendix", true, "also write an appendix file with every chunk of the version in page order, which the cache service downloads on a miss")
@@ -24,24 +24,21 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("want exactly one SQLite file to import")
 	}
-	if *storeURL == "" || *db == "" {
-		return usagef("--store and --db are required")
-	}
-	st, err := store.Open(ctx, *storeURL)
+	st, err := d.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	p := newProgress(c.stderr, "import")
 	res, err := sqlchunks.Import(ctx, st, fs.Arg(0), sqlchunks.ImportOptions{
-		DB: *db, Message: *message, PageSize: *pageSize, Appendix: *appendix,
+		DB: d.db, Message: *message, PageSize: *pageSize, Appendix: *appendix,
 		Progress: func(phase string, done, total int64) { p.update(phase, done, total) },
 	})
 	p.done()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "imported %s as database %q in %s, version %s (parent %s)\n", fs.Arg(0), *db, store.Redact(st.String()), res.Root, rootText(res.Parent))
+	fmt.Fprintf(c.stdout, "imported %s as database %q in %s, version %s (parent %s)\n", fs.Arg(0), d.db, store.Redact(st.String()), res.Root, rootText(res.Parent))
 	fmt.Fprintf(c.stdout, "  %d pages of %d bytes, %d distinct chunks, %d new\n", res.Pages, res.PageSize, res.Chunks, res.NewChunks)
 	if res.TableFile != "" {
 		fmt.Fprintf(c.stdout, "  new table file %s: %d bytes\n", res.TableFile, res.TableBytes)

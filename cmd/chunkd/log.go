@@ -8,7 +8,6 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/sqlchunks"
-	"github.com/chunkd/chunkd/store"
 )
 
 // logCommand lists a database's versions, newest first.
@@ -23,8 +22,8 @@ func rootText(a addr.Addr) string {
 
 func (c *logCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("log", "log --store URL --db NAME [--at ROOT] [-n N]", c.stderr)
-	storeURL := fs.String("store", "", "object store URL (required)")
-	db := fs.String("db", "", "database name (required)")
+	var d dbFlags
+	d.add(fs, "database name")
 	at := fs.String("at", "", "start from this version instead of the latest")
 	n := fs.Int("n", 0, "show at most this many versions (0: all)")
 	if err := parseFlags(fs, args); err != nil {
@@ -33,15 +32,12 @@ func (c *logCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *storeURL == "" || *db == "" {
-		return usagef("--store and --db are required")
-	}
-	st, err := store.Open(ctx, *storeURL)
+	st, err := d.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	cl, err := client.Open(ctx, client.Options{Store: st, DB: *db})
+	cl, err := client.Open(ctx, client.Options{Store: st, DB: d.db})
 	if err != nil {
 		return err
 	}
