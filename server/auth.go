@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
@@ -33,8 +34,10 @@ import (
 // /metrics needs a token unless MetricsOpen.
 //
 // Which database a request reads is found by one small rule per route
-// (httpAccess, grpcAccess below). A route without a rule is refused for
-// everyone: a new route is reachable once it has its entry.
+// (httpAccess, grpcAccess below). An HTTP route without a rule cannot be
+// registered (NewHandler panics), and a gRPC method without one is
+// refused for everyone (TestAuthRulesCoverRoutes finds it): a new route is
+// reachable once it has its entry.
 type Auth struct {
 	// Tokens are the tokens in force (reloadable).
 	Tokens *auth.File
@@ -71,6 +74,27 @@ var httpAccess = map[string]access{
 	"GET /metrics":       metricsAccess,
 	"GET /healthz":       openAccess,
 	"GET /readyz":        openAccess,
+}
+
+// ruledMux is a ServeMux that refuses, when a route is registered, a
+// route without its entry in httpAccess: a new route cannot be served
+// before it says who may call it.
+type ruledMux struct{ *http.ServeMux }
+
+func mustHaveRule(pattern string) {
+	if _, ok := httpAccess[pattern]; !ok {
+		panic("server: HTTP route " + pattern + " has no access rule (add it to httpAccess in auth.go)")
+	}
+}
+
+func (m ruledMux) Handle(pattern string, h http.Handler) {
+	mustHaveRule(pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m ruledMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	mustHaveRule(pattern)
+	m.ServeMux.HandleFunc(pattern, h)
 }
 
 // grpcAccess has the rule of every gRPC method, by its full name: the
@@ -297,26 +321,40 @@ type TLSFiles struct {
 	ClientCA  string // if set, clients must present a certificate it signed
 }
 
-// Config returns the TLS configuration of the files.
-func (f TLSFiles) Config() (*tls.Config, error) {
+// Config returns the TLS configuration of the files, and a function that
+// reads the certificate and key again (for SIGHUP, when they are renewed):
+// handshakes after it use the new pair; a pair that does not load is an
+// error and leaves the old one in use. The client CA is read once.
+func (f TLSFiles) Config() (*tls.Config, func() error, error) {
 	if f.Cert == "" || f.Key == "" {
-		return nil, errors.New("TLS needs both a certificate and a key")
+		return nil, nil, errors.New("TLS needs both a certificate and a key")
 	}
-	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return nil, fmt.Errorf("TLS certificate: %w", err)
+	var cur atomic.Pointer[tls.Certificate]
+	reload := func() error {
+		cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		if err != nil {
+			return fmt.Errorf("TLS certificate: %w", err)
+		}
+		cur.Store(&cert)
+		return nil
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if err := reload(); err != nil {
+		return nil, nil, err
+	}
+	cfg := &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cur.Load(), nil },
+	}
 	if f.ClientCA != "" {
 		pem, err := os.ReadFile(f.ClientCA)
 		if err != nil {
-			return nil, fmt.Errorf("TLS client CA: %w", err)
+			return nil, nil, fmt.Errorf("TLS client CA: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS client CA %s holds no PEM certificate", f.ClientCA)
+			return nil, nil, fmt.Errorf("TLS client CA %s holds no PEM certificate", f.ClientCA)
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
-	return cfg, nil
+	return cfg, reload, nil
 }

@@ -39,7 +39,8 @@ type authFixture struct {
 	certs     testcerts.Files
 	tokenFile string
 	auth      *Auth
-	https     *httptest.Server
+	reloadTLS func() error
+	https     string // https://127.0.0.1:PORT
 	grpcAddr  string
 }
 
@@ -53,16 +54,13 @@ func newAuthFixture(t *testing.T, metricsOpen bool) *authFixture {
 		t.Fatal(err)
 	}
 	af.auth = &Auth{Tokens: tokens, MetricsOpen: metricsOpen, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	tlsCfg, err := TLSFiles{Cert: af.certs.ServerCert, Key: af.certs.ServerKey}.Config()
+	tlsCfg, reload, err := TLSFiles{Cert: af.certs.ServerCert, Key: af.certs.ServerKey}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	af.https = httptest.NewUnstartedServer(af.auth.HTTP(NewHandler(af.cache, prometheus.NewRegistry())))
-	af.https.TLS = tlsCfg
-	af.https.Config.ErrorLog = quietLog() // refused handshakes are the point
-	af.https.StartTLS()
-	t.Cleanup(af.https.Close)
+	af.reloadTLS = reload
+	af.https = serveTLS(t, af.auth.HTTP(NewHandler(af.cache, prometheus.NewRegistry())), tlsCfg)
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,7 +92,7 @@ func (af *authFixture) clientTLS() *tls.Config {
 
 func (af *authFixture) do(method, path, token string, body []byte) (int, []byte) {
 	af.t.Helper()
-	req, err := http.NewRequest(method, af.https.URL+path, bytes.NewReader(body))
+	req, err := http.NewRequest(method, af.https+path, bytes.NewReader(body))
 	if err != nil {
 		af.t.Fatal(err)
 	}
@@ -113,6 +111,21 @@ func (af *authFixture) do(method, path, token string, body []byte) (int, []byte)
 }
 
 func quietLog() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// serveTLS serves h over TLS with cfg as the service does (httptest's
+// StartTLS would add a certificate of its own, which a client without SNI
+// gets instead of cfg's GetCertificate) and returns its https:// URL.
+func serveTLS(t *testing.T, h http.Handler, cfg *tls.Config) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ErrorLog: quietLog()} // refused handshakes are the point
+	go srv.Serve(tls.NewListener(lis, cfg))               //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+	return "https://" + lis.Addr().String()
+}
 
 var tokenCases = []struct{ name, token string }{
 	{"none", ""},
@@ -195,13 +208,13 @@ func TestAuthMetricsOpen(t *testing.T) {
 func TestAuthTLSHandshake(t *testing.T) {
 	af := newAuthFixture(t, false)
 	// A client that does not trust the authority refuses the service.
-	_, err := http.Get(af.https.URL + "/healthz")
+	_, err := http.Get(af.https + "/healthz")
 	var unknown x509.UnknownAuthorityError
 	if !errors.As(err, &unknown) {
 		t.Fatalf("client without the CA: %v, want an unknown authority", err)
 	}
 	// Plain HTTP to the TLS port gets no API answer.
-	plain := strings.Replace(af.https.URL, "https://", "http://", 1)
+	plain := strings.Replace(af.https, "https://", "http://", 1)
 	if resp, err := http.Get(plain + "/healthz"); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == 200 {
@@ -210,25 +223,51 @@ func TestAuthTLSHandshake(t *testing.T) {
 	}
 }
 
+// TestTLSReload: a renewed certificate is served after the reload, and a
+// pair that does not load leaves the old one in use.
+func TestTLSReload(t *testing.T) {
+	af := newAuthFixture(t, false)
+	serial := func() string {
+		conn, err := tls.Dial("tcp", strings.TrimPrefix(af.https, "https://"), af.clientTLS())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := serial()
+	// A new pair from the same authority, written over the files.
+	renewed := testcerts.Renew(t, af.certs)
+	if err := af.reloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if after := serial(); after == before || after != renewed {
+		t.Fatalf("serial before %s, after %s, want the renewed %s", before, after, renewed)
+	}
+	os.WriteFile(af.certs.ServerKey, []byte("not a key"), 0o600)
+	if err := af.reloadTLS(); err == nil {
+		t.Fatal("a broken key reloaded")
+	}
+	if got := serial(); got != renewed {
+		t.Fatalf("after a failed reload the service shows %s, want %s", got, renewed)
+	}
+}
+
 func TestAuthMutualTLS(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 3, Files: 1}, Config{})
 	certs := testcerts.Make(t)
-	cfg, err := TLSFiles{Cert: certs.ServerCert, Key: certs.ServerKey, ClientCA: certs.CA}.Config()
+	cfg, _, err := TLSFiles{Cert: certs.ServerCert, Key: certs.ServerKey, ClientCA: certs.CA}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(NewHandler(f.cache, prometheus.NewRegistry()))
-	srv.TLS = cfg
-	srv.Config.ErrorLog = quietLog()
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	url := serveTLS(t, NewHandler(f.cache, prometheus.NewRegistry()), cfg)
 	pem, _ := os.ReadFile(certs.CA)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
 	get := func(certs []tls.Certificate) error {
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}}
 		defer hc.CloseIdleConnections()
-		resp, err := hc.Get(srv.URL + api.DBPath("db1"))
+		resp, err := hc.Get(url + api.DBPath("db1"))
 		if err != nil {
 			return err
 		}

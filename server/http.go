@@ -20,7 +20,7 @@ import (
 // body. Auth.HTTP wraps it to require tokens.
 func NewHandler(c *Cache, gather prometheus.Gatherer) Router {
 	h := &httpAPI{c: c}
-	mux := http.NewServeMux()
+	mux := ruledMux{http.NewServeMux()} // every route needs its access rule (auth.go)
 	mux.HandleFunc(api.PatternChunk, h.observe("http_get_chunk", h.getChunk))
 	mux.HandleFunc(api.PatternChunks, h.observe("http_get_chunks", h.getChunks))
 	mux.HandleFunc(api.PatternDB, h.observe("http_db_info", h.dbInfo))
@@ -41,7 +41,7 @@ func NewHandler(c *Cache, gather prometheus.Gatherer) Router {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	return apiMux{mux}
+	return apiMux{mux.ServeMux}
 }
 
 // apiMux is a ServeMux whose own answers for requests that take no route

@@ -133,7 +133,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	stopHUP := make(chan struct{})
 	defer close(stopHUP)
-	reloadOnHUP(authz, log, stopHUP)
+	reloadOnHUP(&sec, authz, log, stopHUP)
 	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: *clientTimeout, IdleTimeout: 5 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 2)

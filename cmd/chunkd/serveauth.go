@@ -20,10 +20,12 @@ type secureFlags struct {
 	tlsCert, tlsKey, tlsClientCA string
 	authTokens                   string
 	metricsOpen                  bool
+
+	reloadTLS func() error // set by setup with TLS
 }
 
 func (f *secureFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS and gRPC over TLS with this certificate (PEM, chain first)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS and gRPC over TLS with this certificate (PEM, chain first); re-read with the key on SIGHUP")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "require client certificates signed by these CAs (PEM; mutual TLS)")
 	fs.StringVar(&f.authTokens, "auth-tokens", "", "require bearer tokens from this file: one token per line, then the databases (names or globs) it may read; re-read on SIGHUP")
@@ -34,13 +36,14 @@ func (f *secureFlags) add(fs *flag.FlagSet) {
 // means no tokens.
 func (f *secureFlags) setup(log *slog.Logger) (*tls.Config, *server.Auth, error) {
 	var tlsCfg *tls.Config
+	f.reloadTLS = nil
 	switch {
 	case f.tlsCert != "" || f.tlsKey != "":
 		if f.tlsCert == "" || f.tlsKey == "" {
 			return nil, nil, usagef("--tls-cert and --tls-key go together")
 		}
 		var err error
-		if tlsCfg, err = (server.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.tlsClientCA}).Config(); err != nil {
+		if tlsCfg, f.reloadTLS, err = (server.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.tlsClientCA}).Config(); err != nil {
 			return nil, nil, err
 		}
 	case f.tlsClientCA != "":
@@ -62,9 +65,10 @@ func (f *secureFlags) setup(log *slog.Logger) (*tls.Config, *server.Auth, error)
 	return tlsCfg, &server.Auth{Tokens: tokens, MetricsOpen: f.metricsOpen, Logger: log}, nil
 }
 
-// reloadOnHUP re-reads the token file on every SIGHUP until stop is
-// closed; a file that does not parse leaves the old tokens in force.
-func reloadOnHUP(a *server.Auth, log *slog.Logger, stop <-chan struct{}) {
+// reloadOnHUP re-reads the token file and the TLS certificate and key on
+// every SIGHUP until stop is closed; a file that does not load leaves the
+// old one in force.
+func reloadOnHUP(f *secureFlags, a *server.Auth, log *slog.Logger, stop <-chan struct{}) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -74,15 +78,24 @@ func reloadOnHUP(a *server.Auth, log *slog.Logger, stop <-chan struct{}) {
 			case <-stop:
 				return
 			case <-hup:
-				if a == nil {
-					log.Info("SIGHUP: no --auth-tokens to re-read")
-					continue
-				}
+			}
+			if a == nil && f.reloadTLS == nil {
+				log.Info("SIGHUP: no --auth-tokens or --tls-cert to re-read")
+				continue
+			}
+			if a != nil {
 				if err := a.Tokens.Reload(); err != nil {
 					log.Error("SIGHUP: the token file did not load; the old tokens stay in force", "err", err)
-					continue
+				} else {
+					log.Info("SIGHUP: token file re-read", "file", a.Tokens.Path(), "tokens", a.Tokens.Set().Len())
 				}
-				log.Info("SIGHUP: token file re-read", "file", a.Tokens.Path(), "tokens", a.Tokens.Set().Len())
+			}
+			if f.reloadTLS != nil {
+				if err := f.reloadTLS(); err != nil {
+					log.Error("SIGHUP: the TLS certificate did not load; the old one stays in use", "err", err)
+				} else {
+					log.Info("SIGHUP: TLS certificate re-read", "cert", f.tlsCert)
+				}
 			}
 		}
 	}()

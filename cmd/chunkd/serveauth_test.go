@@ -104,7 +104,7 @@ func TestServeTLSAndTokens(t *testing.T) {
 	}
 	svc.cmd.Process.Signal(syscall.SIGHUP)
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(svc.log(), "token file re-read") {
+	for !strings.Contains(svc.log(), "token file re-read") || !strings.Contains(svc.log(), "TLS certificate re-read") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no reload logged:\n%s", svc.log())
 		}

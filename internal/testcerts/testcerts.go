@@ -24,6 +24,9 @@ type Files struct {
 	CA                    string // the authority's certificate
 	ServerCert, ServerKey string // for 127.0.0.1, ::1 and localhost
 	ClientCert, ClientKey string // a client certificate (CN "chunkd-test-client")
+
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 // Make writes a new authority and its certificates into a temporary
@@ -49,22 +52,45 @@ func Make(t testing.TB) Files {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := Files{CA: filepath.Join(dir, "ca.pem")}
+	f := Files{CA: filepath.Join(dir, "ca.pem"), ca: ca, caKey: caKey}
 	writePEM(t, f.CA, "CERTIFICATE", caDER)
-	f.ServerCert, f.ServerKey = leaf(t, dir, "server", ca, caKey, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "localhost"},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	f.ClientCert, f.ClientKey = leaf(t, dir, "client", ca, caKey, &x509.Certificate{
+	f.ServerCert, f.ServerKey, _ = leaf(t, dir, "server", ca, caKey, serverTemplate())
+	f.ClientCert, f.ClientKey, _ = leaf(t, dir, "client", ca, caKey, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "chunkd-test-client"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	return f
 }
 
-func leaf(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (certFile, keyFile string) {
+func serverTemplate() *x509.Certificate {
+	return &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "localhost"},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+}
+
+// Renew writes a new server certificate and key, signed by the same
+// authority, over f's server files, as a renewal does, and returns the
+// new certificate's serial number.
+func Renew(t testing.TB, f Files) string {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key, serial := leaf(t, dir, "server", f.ca, f.caKey, serverTemplate())
+	for src, dst := range map[string]string{cert: f.ServerCert, key: f.ServerKey} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return serial
+}
+
+func leaf(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (certFile, keyFile, serial string) {
 	t.Helper()
 	sn, err := rand.Int(rand.Reader, big.NewInt(1<<62))
 	if err != nil {
@@ -86,7 +112,7 @@ func leaf(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.Pri
 	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
 	writePEM(t, certFile, "CERTIFICATE", der)
 	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
-	return certFile, keyFile
+	return certFile, keyFile, sn.String()
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {
