@@ -56,72 +56,108 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	out := c.stdout
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-
-	// 1. The data set.
-	file := filepath.Join(*dir, fmt.Sprintf("sentences-%d-%d.sqlite", *sentences, *translations))
-	if _, err := os.Stat(file); err != nil {
-		start := time.Now()
-		if err := gen.Sentences(file, gen.SentencesOptions{Sentences: *sentences, Translations: *translations, Seed: 1}); err != nil {
-			return fmt.Errorf("generate: %w", err)
-		}
-		say("generated %s in %v", file, time.Since(start).Round(time.Millisecond))
-	}
-	st, err := os.Stat(file)
-	if err != nil {
-		return err
-	}
-
-	// 2. Publish it to a local-folder store (no latency for the upload).
-	storeDir := filepath.Join(*dir, "store")
-	plain, err := store.Open(ctx, storeDir)
+	file, plain, err := demoStore(ctx, say, *dir, *sentences, *translations)
 	if err != nil {
 		return err
 	}
 	defer plain.Close()
-	const db = "sentences"
-	res, err := sqlchunks.Import(ctx, plain, file, sqlchunks.ImportOptions{DB: db, Message: "demo", Appendix: true})
-	if err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
-	say("imported %.1f MB as %d pages into %s (version %s)", float64(st.Size())/1e6, res.Pages, storeDir, res.Root)
 
-	// 3. The same store as the service and the client see it: every
-	// request pays the emulated round trip.
+	// The same store as the service and the client see it: every request
+	// pays the emulated round trip.
 	far := store.WithLatency(plain, *rtt, 0)
-	storeURL := storeDir
+	storeURL := filepath.Join(*dir, "store")
 	if *rtt > 0 {
-		storeURL = "file://" + storeDir + "?latency=" + rtt.String()
+		storeURL = "file://" + storeURL + "?latency=" + rtt.String()
 	}
 
-	// 4. The cache service, in this process, on loopback.
-	reg := prometheus.NewRegistry()
+	// The cache service, in this process, on loopback.
 	cacheDir := filepath.Join(*dir, "cache")
-	cache, err := server.New(server.Config{Store: far, CacheDir: cacheDir, Registry: reg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cache, service, stop, err := demoService(far, cacheDir)
 	if err != nil {
 		return err
 	}
-	defer cache.Close()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: server.NewHandler(cache, reg)}
-	go srv.Serve(lis)
-	defer srv.Close()
-	service := "http://" + lis.Addr().String()
+	defer stop()
 	say("cache service on %s; store round trip %v (emulated in user space)", service, *rtt)
 	say("")
 	say("query: %s", gen.SeedQuery)
 	say("")
 
-	type result struct {
-		path  string
-		took  time.Duration
-		rows  int
-		stats client.Stats
+	results, err := demoRuns(ctx, say, file, storeURL, service, cache, cacheDir)
+	if err != nil {
+		return err
 	}
-	var results []result
+	printDemoResults(say, results)
+	return nil
+}
+
+// demoDB is the database the demo publishes.
+const demoDB = "sentences"
+
+// demoStore generates the data set in dir (unless it is there) and
+// publishes it to a local-folder store in dir/store, with no latency for
+// the upload.
+func demoStore(ctx context.Context, say func(string, ...any), dir string, sentences, translations int) (string, store.Store, error) {
+	file := filepath.Join(dir, fmt.Sprintf("sentences-%d-%d.sqlite", sentences, translations))
+	if _, err := os.Stat(file); err != nil {
+		start := time.Now()
+		if err := gen.Sentences(file, gen.SentencesOptions{Sentences: sentences, Translations: translations, Seed: 1}); err != nil {
+			return "", nil, fmt.Errorf("generate: %w", err)
+		}
+		say("generated %s in %v", file, time.Since(start).Round(time.Millisecond))
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return "", nil, err
+	}
+	storeDir := filepath.Join(dir, "store")
+	plain, err := store.Open(ctx, storeDir)
+	if err != nil {
+		return "", nil, err
+	}
+	res, err := sqlchunks.Import(ctx, plain, file, sqlchunks.ImportOptions{DB: demoDB, Message: "demo", Appendix: true})
+	if err != nil {
+		plain.Close()
+		return "", nil, fmt.Errorf("import: %w", err)
+	}
+	say("imported %.1f MB as %d pages into %s (version %s)", float64(st.Size())/1e6, res.Pages, storeDir, res.Root)
+	return file, plain, nil
+}
+
+// demoService starts a cache service over s in this process, on
+// loopback, and returns it, its URL and what stops it.
+func demoService(s store.Store, cacheDir string) (*server.Cache, string, func(), error) {
+	reg := prometheus.NewRegistry()
+	cache, err := server.New(server.Config{Store: s, CacheDir: cacheDir, Registry: reg,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cache.Close()
+		return nil, "", nil, err
+	}
+	srv := &http.Server{Handler: server.NewHandler(cache, reg)}
+	go srv.Serve(lis)
+	return cache, "http://" + lis.Addr().String(), func() {
+		srv.Close()
+		cache.Close()
+	}, nil
+}
+
+// demoResult is the seed query on one path.
+type demoResult struct {
+	path  string
+	took  time.Duration
+	rows  int
+	stats client.Stats
+}
+
+// demoRuns runs the seed query on each path, each through a fresh
+// client: the local file, the store directly, the service cold, then
+// (once it has the database on disk) warm, and its files on this host.
+func demoRuns(ctx context.Context, say func(string, ...any), file, storeURL, service string, cache *server.Cache, cacheDir string) ([]demoResult, error) {
+	var results []demoResult
 	run := func(path string, open func() (*openDB, error)) error {
 		start := time.Now()
 		d, err := open()
@@ -138,34 +174,33 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		results = append(results, result{path, took, rows, stats})
+		results = append(results, demoResult{path, took, rows, stats})
 		say("%-28s %9v  %d rows", path, took.Round(time.Millisecond), rows)
 		return nil
 	}
 	tiers := func(service, serviceDir string) func() (*openDB, error) {
 		return func() (*openDB, error) {
-			return openStoreSQLite(ctx, tierFlags{store: storeURL, db: db, service: service, serviceDir: serviceDir, mem: 256 << 20, readAhead: 64})
+			return openStoreSQLite(ctx, tierFlags{store: storeURL, db: demoDB, service: service, serviceDir: serviceDir, mem: 256 << 20, readAhead: 64})
 		}
 	}
-	if err := run("local file", func() (*openDB, error) { return openLocalSQLite(file) }); err != nil {
-		return err
+	for _, step := range []func() error{
+		func() error { return run("local file", func() (*openDB, error) { return openLocalSQLite(file) }) },
+		func() error { return run("object store directly", tiers("", "")) },
+		func() error { return run("cache service, cold", tiers(service, "")) },
+		func() error { return waitCached(ctx, cache, demoDB, 10*time.Minute) },
+		func() error { return run("cache service, warm", tiers(service, "")) },
+		func() error { return run("service's files, same host", tiers(service, cacheDir)) },
+	} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
-	if err := run("object store directly", tiers("", "")); err != nil {
-		return err
-	}
-	if err := run("cache service, cold", tiers(service, "")); err != nil {
-		return err
-	}
-	if err := waitCached(ctx, cache, db, 10*time.Minute); err != nil {
-		return err
-	}
-	if err := run("cache service, warm", tiers(service, "")); err != nil {
-		return err
-	}
-	if err := run("service's files, same host", tiers(service, cacheDir)); err != nil {
-		return err
-	}
+	return results, nil
+}
 
+// printDemoResults prints the paths' times side by side, and where each
+// path's chunks came from.
+func printDemoResults(say func(string, ...any), results []demoResult) {
 	say("")
 	say("%-28s %10s %10s", "path", "wall time", "vs local")
 	for _, r := range results {
@@ -191,7 +226,6 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	say("             (nearby records merged into one read, indexes included)")
 	say("  hedged     chunks the service had not sent within 50 ms (--service-timeout), so the client asked")
 	say("             the store as well and took whichever correct answer came first")
-	return nil
 }
 
 // waitCached waits until every table file of db is on the service's disk.
