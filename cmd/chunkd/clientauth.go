@@ -23,10 +23,15 @@ func (f *serviceAuthFlags) add(fs *flag.FlagSet) {
 // apply sets the options' token and TLS files; the token defaults to
 // $CHUNKD_TOKEN.
 func (f *serviceAuthFlags) apply(o client.Options) client.Options {
-	o.Token = f.token
-	if o.Token == "" {
-		o.Token = os.Getenv("CHUNKD_TOKEN")
-	}
+	o.Token = f.bearer()
 	o.CAFile, o.CertFile, o.KeyFile = f.caFile, f.cert, f.key
 	return o
+}
+
+// bearer is --token, or else $CHUNKD_TOKEN.
+func (f *serviceAuthFlags) bearer() string {
+	if f.token != "" {
+		return f.token
+	}
+	return os.Getenv("CHUNKD_TOKEN")
 }

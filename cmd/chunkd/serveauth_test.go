@@ -78,6 +78,19 @@ func TestServeTLSAndTokens(t *testing.T) {
 		}
 	}
 
+	// chunkd status speaks TLS and sends the token too; a token that may
+	// not read "s" does not see it.
+	out, errOut, err := chunkdEnv(t, []string{"CHUNKD_TOKEN=right"}, "status", "--service", https, "--ca-file", certs.CA)
+	if err != nil || !strings.Contains(out, "\ns ") {
+		t.Fatalf("status over TLS: %v\n%s%s", err, out, errOut)
+	}
+	if out, _, err := chunkdEnv(t, nil, "status", "--service", https, "--ca-file", certs.CA, "--token", "other"); err != nil || strings.Contains(out, "\ns ") {
+		t.Fatalf("status with another database's token: %v\n%s", err, out)
+	}
+	if _, errOut, err := chunkd(t, "status", "--service", https, "--ca-file", certs.CA); err == nil || !strings.Contains(errOut, "bearer token") {
+		t.Fatalf("status without a token: %v %q", err, errOut)
+	}
+
 	pem, err := os.ReadFile(certs.CA)
 	if err != nil {
 		t.Fatal(err)

@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/client"
 	"github.com/dustin/go-humanize"
 )
 
@@ -62,31 +60,11 @@ func newStatusClient(service string, sa serviceAuthFlags) (*statusClient, error)
 	}
 	tr := &http.Transport{Proxy: nil}
 	if u.Scheme == "https" {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if sa.caFile != "" {
-			pem, err := os.ReadFile(sa.caFile)
-			if err != nil {
-				return nil, fmt.Errorf("--ca-file: %w", err)
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", sa.caFile)
-			}
+		if tr.TLSClientConfig, err = client.TLSConfig(sa.caFile, sa.cert, sa.key); err != nil {
+			return nil, err
 		}
-		if sa.cert != "" || sa.key != "" {
-			cert, err := tls.LoadX509KeyPair(sa.cert, sa.key)
-			if err != nil {
-				return nil, fmt.Errorf("--client-cert: %w", err)
-			}
-			cfg.Certificates = []tls.Certificate{cert}
-		}
-		tr.TLSClientConfig = cfg
 	}
-	token := sa.token
-	if token == "" {
-		token = os.Getenv("CHUNKD_TOKEN")
-	}
-	return &statusClient{base: strings.TrimSuffix(service, "/"), token: token, hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}, nil
+	return &statusClient{base: strings.TrimSuffix(service, "/"), token: sa.bearer(), hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}, nil
 }
 
 // get fetches path; a status other than 200 is an error with the
