@@ -230,6 +230,20 @@ func ownCgroupDir(controller string) (string, error) {
 	return filepath.Join(mnt, own), nil
 }
 
+// makeCgroup makes the cgroup directory dir and writes limit to its
+// memory limit file.
+func makeCgroup(version int, dir, limitFile string, limit int64) (*cgroup, error) {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cg := &cgroup{version: version, dir: dir, limit: limit}
+	if err := writeFile(filepath.Join(dir, limitFile), strconv.FormatInt(limit, 10)); err != nil {
+		cg.remove()
+		return nil, err
+	}
+	return cg, nil
+}
+
 func newCgroup2(name string, limit int64) (*cgroup, error) {
 	parent, err := ownCgroupDir("")
 	if err != nil {
@@ -248,17 +262,12 @@ func newCgroup2(name string, limit int64) (*cgroup, error) {
 			return nil, fmt.Errorf("enable memory controller for children of %s: %w", parent, err)
 		}
 	}
-	dir := filepath.Join(parent, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	cg, err := makeCgroup(2, filepath.Join(parent, name), "memory.max", limit)
+	if err != nil {
 		return nil, err
 	}
-	cg := &cgroup{version: 2, dir: dir, limit: limit}
-	if err := writeFile(filepath.Join(dir, "memory.max"), strconv.FormatInt(limit, 10)); err != nil {
-		cg.remove()
-		return nil, err
-	}
-	writeFile(filepath.Join(dir, "memory.swap.max"), "0") // no swap, where swap is accounted
-	if cg.fd, err = os.Open(dir); err != nil {
+	writeFile(filepath.Join(cg.dir, "memory.swap.max"), "0") // no swap, where swap is accounted
+	if cg.fd, err = os.Open(cg.dir); err != nil {
 		cg.remove()
 		return nil, err
 	}
@@ -270,18 +279,13 @@ func newCgroup1(name string, limit int64) (*cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(parent, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, err
-	}
-	cg := &cgroup{version: 1, dir: dir, limit: limit}
-	if err := writeFile(filepath.Join(dir, "memory.limit_in_bytes"), strconv.FormatInt(limit, 10)); err != nil {
-		cg.remove()
+	cg, err := makeCgroup(1, filepath.Join(parent, name), "memory.limit_in_bytes", limit)
+	if err != nil {
 		return nil, err
 	}
 	// Memory plus swap no higher than memory: no swapping around the limit.
-	writeFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), strconv.FormatInt(limit, 10))
-	got, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+	writeFile(filepath.Join(cg.dir, "memory.memsw.limit_in_bytes"), strconv.FormatInt(limit, 10))
+	got, err := os.ReadFile(filepath.Join(cg.dir, "memory.limit_in_bytes"))
 	if err != nil || strings.TrimSpace(string(got)) == "" {
 		cg.remove()
 		return nil, fmt.Errorf("limit not readable back: %v", err)
