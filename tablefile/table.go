@@ -337,24 +337,36 @@ func (t *Table) GetMany(addrs []addr.Addr, opts BatchOptions, fn func(i int, dat
 			pos[a] = []int{i}
 		}
 	}
+	return t.readRanges(MergeRanges(entries, opts.Gap, opts.MaxRead), "read chunks", func(e Entry, stored []byte) error {
+		data, err := t.Decode(e, stored)
+		if err != nil {
+			return err
+		}
+		for _, i := range pos[e.Addr] {
+			if err := fn(i, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// readRanges reads each range with one read and calls fn with each of
+// its entries and the entry's stored bytes (valid only during the call).
+// A failed read is an error that starts with what.
+func (t *Table) readRanges(ranges []Range, what string, fn func(e Entry, stored []byte) error) error {
 	var buf []byte
-	for _, r := range MergeRanges(entries, opts.Gap, opts.MaxRead) {
+	for _, r := range ranges {
 		if uint64(cap(buf)) < r.Length {
 			buf = make([]byte, r.Length)
 		}
 		b := buf[:r.Length]
 		if err := readFull(t.r, b, int64(r.Offset)); err != nil {
-			return fmt.Errorf("read chunks: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		for _, e := range r.Entries {
-			data, err := t.Decode(e, b[e.Offset-r.Offset:e.End()-r.Offset])
-			if err != nil {
+			if err := fn(e, b[e.Offset-r.Offset:e.End()-r.Offset]); err != nil {
 				return err
-			}
-			for _, i := range pos[e.Addr] {
-				if err := fn(i, data); err != nil {
-					return err
-				}
 			}
 		}
 	}

@@ -1,8 +1,6 @@
 package tablefile
 
 import (
-	"fmt"
-
 	"github.com/chunkd/chunkd/addr"
 )
 
@@ -10,22 +8,7 @@ import (
 // calls fn with its entry and stored bytes (valid only during the call).
 func (t *Table) Walk(fn func(e Entry, stored []byte) error) error {
 	const readSize = 4 << 20
-	var buf []byte
-	for _, r := range MergeRanges(t.Entries(), readSize, readSize) {
-		if uint64(cap(buf)) < r.Length {
-			buf = make([]byte, r.Length)
-		}
-		b := buf[:r.Length]
-		if err := readFull(t.r, b, int64(r.Offset)); err != nil {
-			return fmt.Errorf("walk table file: %w", err)
-		}
-		for _, e := range r.Entries {
-			if err := fn(e, b[e.Offset-r.Offset:e.End()-r.Offset]); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return t.readRanges(MergeRanges(t.Entries(), readSize, readSize), "walk table file", fn)
 }
 
 // Problem is one thing Verify found wrong.
