@@ -158,6 +158,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	warnExposed(log, "HTTP", *listen, tlsCfg != nil, authz != nil)
 	warnExposed(log, "gRPC", *grpcListen, tlsCfg != nil, authz != nil)
 
+	return serveUntilDone(ctx, log, errc, httpSrv, grpcSrv, cache)
+}
+
+// serveUntilDone waits until ctx ends or a server fails (its error on
+// errc), then stops the servers, letting requests in flight finish for
+// up to 30 seconds, and closes the cache. A server that stopped on its
+// own is an error.
+func serveUntilDone(ctx context.Context, log *slog.Logger, errc <-chan error, httpSrv *http.Server, grpcSrv *grpc.Server, cache *server.Cache) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests")
@@ -178,7 +186,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			grpcSrv.Stop()
 		}
 	}
-	err = cache.Close()
+	err := cache.Close()
 	log.Info("stopped")
 	if ctx.Err() == nil {
 		return fmt.Errorf("server stopped unexpectedly")
