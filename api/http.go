@@ -22,6 +22,11 @@ const (
 	PatternChunks = "POST /v1/dbs/{db}/chunks"
 	// PatternDB is the route of GET a database's DBInfo.
 	PatternDB = "GET /v1/dbs/{db}"
+	// PatternDoltFiles is the route of the Dolt remote's table-file
+	// downloads, /dolt/v1/{db}/{file} with {db} unescaped and possibly
+	// holding slashes (package doltremote). It takes every method, so that
+	// the remote itself answers writes as a read-only remote.
+	PatternDoltFiles = "/dolt/v1/"
 )
 
 // Header names and content types of the HTTP API.

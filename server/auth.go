@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/api/remotesapi"
 	"github.com/chunkd/chunkd/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -74,6 +76,10 @@ var httpAccess = map[string]access{
 	"GET /metrics":       metricsAccess,
 	"GET /healthz":       openAccess,
 	"GET /readyz":        openAccess,
+	// The Dolt remote's downloads: Dolt sends no token with them. With
+	// tokens on, the remote signs the URLs it hands to callers whose token
+	// grants the database, and refuses unsigned ones (doltremote.Config.SignKey).
+	api.PatternDoltFiles: openAccess,
 }
 
 // ruledMux is a ServeMux that refuses, when a route is registered, a
@@ -109,6 +115,21 @@ var grpcAccess = map[string]func(msg any) (db string, open bool){
 	healthpb.Health_List_FullMethodName:                                    openMethod,
 	reflectionpb.ServerReflection_ServerReflectionInfo_FullMethodName:      tokenMethod,
 	reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: tokenMethod,
+	// The Dolt remote names a repository, not a database: a known token
+	// here, and the remote checks its grant against the database the
+	// repository resolves to (GrantFrom).
+	remotesapi.ChunkStoreService_GetRepoMetadata_FullMethodName:         tokenMethod,
+	remotesapi.ChunkStoreService_HasChunks_FullMethodName:               tokenMethod,
+	remotesapi.ChunkStoreService_GetDownloadLocations_FullMethodName:    tokenMethod,
+	remotesapi.ChunkStoreService_StreamDownloadLocations_FullMethodName: tokenMethod,
+	remotesapi.ChunkStoreService_StreamChunkLocations_FullMethodName:    tokenMethod,
+	remotesapi.ChunkStoreService_GetUploadLocations_FullMethodName:      tokenMethod,
+	remotesapi.ChunkStoreService_Rebase_FullMethodName:                  tokenMethod,
+	remotesapi.ChunkStoreService_Root_FullMethodName:                    tokenMethod,
+	remotesapi.ChunkStoreService_Commit_FullMethodName:                  tokenMethod,
+	remotesapi.ChunkStoreService_ListTableFiles_FullMethodName:          tokenMethod,
+	remotesapi.ChunkStoreService_RefreshTableFileUrl_FullMethodName:     tokenMethod,
+	remotesapi.ChunkStoreService_AddTableFiles_FullMethodName:           tokenMethod,
 }
 
 // msgDB reads the database of a request message with a Db field.
@@ -183,9 +204,19 @@ func (a *Auth) check(token string, db string, needDB, open bool) (*auth.Grant, c
 	return g, codes.OK
 }
 
+// bearerToken returns the token of an Authorization header: "Bearer
+// TOKEN", or "Basic" credentials whose password is the token (how a Dolt
+// client sends DOLT_REMOTE_PASSWORD with --user; the user name is ignored).
 func bearerToken(h string) string {
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		return strings.TrimSpace(h[7:])
+	}
+	if len(h) > 6 && strings.EqualFold(h[:6], "basic ") {
+		if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(h[6:])); err == nil {
+			if _, pass, ok := strings.Cut(string(b), ":"); ok {
+				return pass
+			}
+		}
 	}
 	return ""
 }

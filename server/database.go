@@ -42,6 +42,8 @@ type database struct {
 
 	refreshes singleflight.Group // manifest reads, one at a time
 
+	m *manifest.Manifest // the manifest last published (mu); nil while served from saved state
+
 	served tierCounter // chunks served from it, by tier (view.go)
 
 	stateMu sync.Mutex
@@ -175,6 +177,7 @@ func (d *database) refresh(ctx context.Context) error {
 		byName[f.Name] = f.Value
 	}
 	d.publish(m.Root, tables, byName, len(set.Failed), missingErr, time.Now())
+	d.setManifest(m) // files.go
 	d.saveState()
 	return nil
 }

@@ -136,3 +136,11 @@ func storeErr(err error, format string, args ...any) error {
 	}
 	return errorf(KindInternal, err, "%s", msg)
 }
+
+// StatusOf returns the HTTP status an error of the Cache maps to, for
+// front ends outside this package (500 for errors it does not know).
+func StatusOf(err error) int { return statusOf(err) }
+
+// GRPCStatus returns the gRPC status an error of the Cache maps to, for
+// front ends outside this package.
+func GRPCStatus(err error) error { return toStatus(err) }

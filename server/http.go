@@ -15,12 +15,15 @@ import (
 )
 
 // NewHandler returns the service's HTTP API, with /metrics (from gather),
-// /healthz and /readyz. A path it does not serve is a 404, a method a
+// /healthz, /readyz and routes. A path it does not serve is a 404, a method a
 // path does not take a 405 with an Allow header, both with an api.Error
 // body. Auth.HTTP wraps it to require tokens.
-func NewHandler(c *Cache, gather prometheus.Gatherer) Router {
+func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	h := &httpAPI{c: c}
 	mux := ruledMux{http.NewServeMux()} // every route needs its access rule (auth.go)
+	for _, r := range routes {
+		mux.Handle(r.Pattern, r.Handler)
+	}
 	mux.HandleFunc(api.PatternChunk, h.observe("http_get_chunk", h.getChunk))
 	mux.HandleFunc(api.PatternChunks, h.observe("http_get_chunks", h.getChunks))
 	mux.HandleFunc(api.PatternDB, h.observe("http_db_info", h.dbInfo))
@@ -42,6 +45,14 @@ func NewHandler(c *Cache, gather prometheus.Gatherer) Router {
 		w.Write([]byte("ready\n"))
 	})
 	return apiMux{mux.ServeMux}
+}
+
+// Route is one more route for NewHandler, served by another package (the
+// Dolt remote's downloads). Like every route, it needs its rule in
+// httpAccess.
+type Route struct {
+	Pattern string // a ServeMux pattern
+	Handler http.Handler
 }
 
 // apiMux is a ServeMux whose own answers for requests that take no route

@@ -97,6 +97,9 @@ type Table struct {
 
 	nameOnce sync.Once
 	name     string
+
+	unitsOnce sync.Once
+	units     []Unit // the file's units in file order, built by Units' first call
 }
 
 // Open reads the footer and index of the table file r of the given size.

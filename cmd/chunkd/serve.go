@@ -53,6 +53,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	clientTimeout := fs.Duration("client-timeout", 30*time.Second, "the longest the service waits on a client: to send a request, or to take the next part of an answer")
 	var sec secureFlags
 	sec.add(fs)
+	dolt := addDoltFlags(fs)
 	configFile := fs.String("config", "", "read settings from this YAML file (keys are flag names; default $CHUNKD_CONFIG); flags and CHUNKD_* variables win over it")
 	printConfig := fs.Bool("print-config", false, "print every setting and where it came from (flag, env, file, default), then exit")
 	if err := parseFlags(fs, args); err != nil {
@@ -89,6 +90,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *downloads < 1 {
 		return usagef("--downloads must be at least 1")
 	}
+	if err := dolt.validate(*grpcListen); err != nil {
+		return err
+	}
 	log := slog.Default()
 
 	tlsCfg, authz, err := sec.setup(log)
@@ -120,7 +124,13 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		cache.Close()
 		return err
 	}
-	router := server.NewHandler(cache, reg)
+	routes, err := dolt.start(cache, hl.Addr().String(), tlsCfg != nil, authz != nil, log, reg)
+	if err != nil {
+		hl.Close()
+		cache.Close()
+		return err
+	}
+	router := server.NewHandler(cache, reg, routes...)
 	var handler http.Handler = router
 	var grpcOpts []grpc.ServerOption
 	if authz != nil {
@@ -136,7 +146,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	reloadOnHUP(&sec, authz, log, stopHUP)
 	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: *clientTimeout, IdleTimeout: 5 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- httpSrv.Serve(hl) }()
 
 	var grpcSrv *grpc.Server
@@ -148,24 +158,35 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 			cache.Close()
 			return err
 		}
-		grpcSrv = server.NewGRPC(cache, grpcOpts...)
+		grpcSrv = server.NewGRPC(cache, append(grpcOpts, dolt.sharedOptions()...)...)
 		grpcAddr = gl.Addr().String()
+		dolt.register(grpcSrv)
 		go func() { errc <- grpcSrv.Serve(gl) }()
 	}
-	log.Info("listening", "http", hl.Addr().String(), "grpc", grpcAddr, "store", st.String(), "cache_dir", *cacheDir,
+	doltAddr, err := dolt.serve(grpcAddr, grpcOpts, errc)
+	if err != nil {
+		httpSrv.Close()
+		if grpcSrv != nil {
+			grpcSrv.Stop()
+		}
+		cache.Close()
+		return err
+	}
+	log.Info("listening", "http", hl.Addr().String(), "grpc", grpcAddr, "dolt", doltAddr, "store", st.String(), "cache_dir", *cacheDir,
 		"mem", humanize.IBytes(uint64(mem)), "disk", humanize.IBytes(uint64(disk)), "fsync", *fsync, "miss", *miss,
 		"tls", tlsCfg != nil, "tokens", authz != nil)
 	warnExposed(log, "HTTP", *listen, tlsCfg != nil, authz != nil)
 	warnExposed(log, "gRPC", *grpcListen, tlsCfg != nil, authz != nil)
+	warnExposed(log, "the Dolt remote's gRPC", *dolt.listen, tlsCfg != nil, authz != nil)
 
-	return serveUntilDone(ctx, log, errc, httpSrv, grpcSrv, cache)
+	return serveUntilDone(ctx, log, errc, httpSrv, grpcSrv, dolt, cache)
 }
 
 // serveUntilDone waits until ctx ends or a server fails (its error on
 // errc), then stops the servers, letting requests in flight finish for
 // up to 30 seconds, and closes the cache. A server that stopped on its
 // own is an error.
-func serveUntilDone(ctx context.Context, log *slog.Logger, errc <-chan error, httpSrv *http.Server, grpcSrv *grpc.Server, cache *server.Cache) error {
+func serveUntilDone(ctx context.Context, log *slog.Logger, errc <-chan error, httpSrv *http.Server, grpcSrv *grpc.Server, dolt *serveDolt, cache *server.Cache) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests")
@@ -177,14 +198,21 @@ func serveUntilDone(ctx context.Context, log *slog.Logger, errc <-chan error, ht
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	httpSrv.Shutdown(sctx)
-	if grpcSrv != nil {
-		done := make(chan struct{})
-		go func() { grpcSrv.GracefulStop(); close(done) }()
-		select {
-		case <-done:
-		case <-sctx.Done():
+	done := make(chan struct{})
+	go func() {
+		if grpcSrv != nil {
+			grpcSrv.GracefulStop()
+		}
+		dolt.stop(true)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		if grpcSrv != nil {
 			grpcSrv.Stop()
 		}
+		dolt.stop(false)
 	}
 	err := cache.Close()
 	log.Info("stopped")
