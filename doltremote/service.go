@@ -106,8 +106,8 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg: cfg, c: cfg.Cache, log: cfg.Logger,
-		metrics:  newMetrics(cfg.Registry),
-		missing:  map[string]time.Time{},
+		metrics: newMetrics(cfg.Registry),
+		missing: map[string]time.Time{},
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/api/remotesapi"
 	"github.com/chunkd/chunkd/auth"
 	"github.com/chunkd/chunkd/internal/testcerts"
 	"github.com/chunkd/chunkd/internal/testdb"
@@ -373,9 +375,13 @@ func TestAuthGRPC(t *testing.T) {
 // other way, open by mistake: there is no default).
 func TestAuthRulesCoverRoutes(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 1, Files: 1}, Config{})
-	h := NewHandler(f.cache, prometheus.NewRegistry())
+	// Routes other packages add (the Dolt remote's downloads).
+	h := NewHandler(f.cache, prometheus.NewRegistry(), Route{Pattern: api.PatternDoltFiles, Handler: http.NotFoundHandler()})
 	for pattern := range httpAccess {
-		method, path, _ := strings.Cut(pattern, " ")
+		method, path, ok := strings.Cut(pattern, " ")
+		if !ok { // a pattern for every method
+			method, path = "GET", pattern+"db1/"+strings.Repeat("0", 32)
+		}
 		path = strings.NewReplacer("{db}", "db1", "{address}", f.db.Files[0].Addrs[0].String()).Replace(path)
 		req := httptest.NewRequest(method, path, nil)
 		if _, got := h.Handler(req); got != pattern {
@@ -387,6 +393,38 @@ func TestAuthRulesCoverRoutes(t *testing.T) {
 			if _, ok := grpcAccess["/"+name+"/"+m.Name]; !ok {
 				t.Errorf("gRPC method /%s/%s has no access rule", name, m.Name)
 			}
+		}
+	}
+	// The Dolt remote's service, which serve adds to the server.
+	d := remotesapi.ChunkStoreService_ServiceDesc
+	var methods []string
+	for _, m := range d.Methods {
+		methods = append(methods, m.MethodName)
+	}
+	for _, m := range d.Streams {
+		methods = append(methods, m.StreamName)
+	}
+	for _, m := range methods {
+		if _, ok := grpcAccess["/"+d.ServiceName+"/"+m]; !ok {
+			t.Errorf("gRPC method /%s/%s has no access rule", d.ServiceName, m)
+		}
+	}
+}
+
+// TestBearerToken: the token of an Authorization header, bearer or Basic
+// (Dolt's DOLT_REMOTE_PASSWORD with --user).
+func TestBearerToken(t *testing.T) {
+	for h, want := range map[string]string{
+		"Bearer abc":  "abc",
+		"bearer  abc": "abc",
+		"Basic " + base64.StdEncoding.EncodeToString([]byte("user:tok:en")): "tok:en",
+		"Basic " + base64.StdEncoding.EncodeToString([]byte("nopassword")):  "",
+		"Basic !!!": "",
+		"abc":       "",
+		"":          "",
+	} {
+		if got := bearerToken(h); got != want {
+			t.Errorf("bearerToken(%q) = %q, want %q", h, got, want)
 		}
 	}
 }

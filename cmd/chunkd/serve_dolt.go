@@ -23,9 +23,11 @@ type serveDolt struct {
 	srv *grpc.Server // the dedicated listener's server, if --dolt-listen
 }
 
+// The flag is --dolt-remote, not --dolt: every flag is also read from
+// CHUNKD_<NAME>, and CHUNKD_DOLT names the dolt binary of the tests.
 func addDoltFlags(fs *flag.FlagSet) *serveDolt {
 	return &serveDolt{
-		on:     fs.Bool("dolt", true, "serve every Dolt database in the store as a read-only Dolt remote (dolt clone http://HOST:PORT/ORG/REPO, PORT the gRPC listener's)"),
+		on:     fs.Bool("dolt-remote", true, "serve every Dolt database in the store as a read-only Dolt remote (dolt clone http://HOST:PORT/ORG/REPO, PORT the gRPC listener's)"),
 		listen: fs.String("dolt-listen", "", "gRPC address for the Dolt remote; empty serves it on --grpc-listen"),
 	}
 }
@@ -33,10 +35,10 @@ func addDoltFlags(fs *flag.FlagSet) *serveDolt {
 // validate checks the flags against serve's gRPC address.
 func (d *serveDolt) validate(grpcListen string) error {
 	if *d.on && grpcListen == "" && *d.listen == "" {
-		return usagef("the Dolt remote needs a gRPC listener: give --grpc-listen or --dolt-listen, or --dolt=false")
+		return usagef("the Dolt remote needs a gRPC listener: give --grpc-listen or --dolt-listen, or --dolt-remote=false")
 	}
 	if !*d.on && *d.listen != "" {
-		return usagef("--dolt-listen needs --dolt")
+		return usagef("--dolt-listen needs --dolt-remote")
 	}
 	return nil
 }
