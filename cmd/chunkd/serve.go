@@ -90,7 +90,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *downloads < 1 {
 		return usagef("--downloads must be at least 1")
 	}
-	if err := dolt.validate(*grpcListen); err != nil {
+	if err := dolt.validate(); err != nil {
 		return err
 	}
 	log := slog.Default()
@@ -124,7 +124,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		cache.Close()
 		return err
 	}
-	routes, err := dolt.start(cache, hl.Addr().String(), tlsCfg != nil, authz != nil, log, reg)
+	routes, err := dolt.start(cache, *grpcListen, hl.Addr().String(), tlsCfg != nil, authz != nil, log, reg)
 	if err != nil {
 		hl.Close()
 		cache.Close()

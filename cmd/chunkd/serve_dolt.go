@@ -28,26 +28,29 @@ type serveDolt struct {
 func addDoltFlags(fs *flag.FlagSet) *serveDolt {
 	return &serveDolt{
 		on:     fs.Bool("dolt-remote", true, "serve every Dolt database in the store as a read-only Dolt remote (dolt clone http://HOST:PORT/ORG/REPO, PORT the gRPC listener's)"),
-		listen: fs.String("dolt-listen", "", "gRPC address for the Dolt remote; empty serves it on --grpc-listen"),
+		listen: fs.String("dolt-listen", "", "gRPC address for the Dolt remote; empty serves it on --grpc-listen (no gRPC listener at all: no Dolt remote)"),
 	}
 }
 
-// validate checks the flags against serve's gRPC address.
-func (d *serveDolt) validate(grpcListen string) error {
-	if *d.on && grpcListen == "" && *d.listen == "" {
-		return usagef("the Dolt remote needs a gRPC listener: give --grpc-listen or --dolt-listen, or --dolt-remote=false")
-	}
+// validate checks the flags.
+func (d *serveDolt) validate() error {
 	if !*d.on && *d.listen != "" {
 		return usagef("--dolt-listen needs --dolt-remote")
 	}
 	return nil
 }
 
+// enabled reports whether the remote runs: it needs a gRPC listener, its
+// own or the shared one (grpcListen).
+func (d *serveDolt) enabled(grpcListen string) bool {
+	return *d.on && (grpcListen != "" || *d.listen != "")
+}
+
 // start makes the Dolt remote, whose download URLs name the HTTP listener
 // at httpAddr (https with TLS, and signed with tokens: Dolt sends no token
 // with its downloads). It returns the route to add to the HTTP API.
-func (d *serveDolt) start(cache *server.Cache, httpAddr string, tlsOn, tokensOn bool, log *slog.Logger, reg prometheus.Registerer) ([]server.Route, error) {
-	if !*d.on {
+func (d *serveDolt) start(cache *server.Cache, grpcListen, httpAddr string, tlsOn, tokensOn bool, log *slog.Logger, reg prometheus.Registerer) ([]server.Route, error) {
+	if !d.enabled(grpcListen) {
 		return nil, nil
 	}
 	cfg := doltremote.Config{Cache: cache, HTTPAddr: httpAddr, HTTPS: tlsOn, Logger: log, Registry: reg}
