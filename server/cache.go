@@ -49,6 +49,7 @@ type env struct {
 	metrics *metrics
 	mem     *memory
 	disk    *disk
+	images  *images
 	health  *storeHealth
 
 	ctx context.Context // canceled by Close: stops downloads and loads
@@ -90,6 +91,11 @@ func New(cfg Config) (*Cache, error) {
 		e.mem.close()
 		return nil, err
 	}
+	if e.images, err = openImages(cfg.CacheDir, cfg.ImageBytes, e.metrics); err != nil {
+		e.disk.close()
+		e.mem.close()
+		return nil, err
+	}
 	if dropped > 0 {
 		c.log.Warn("removed cached table files that were not written by this version's checked commit; they will be downloaded again", "dir", cfg.CacheDir, "files", dropped)
 	}
@@ -106,6 +112,7 @@ func (c *Cache) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	c.mem.close()
+	c.images.close()
 	return c.disk.close()
 }
 

@@ -29,6 +29,9 @@ type Config struct {
 
 	MemBytes  int64 // decoded chunks kept in memory (default 256 MiB)
 	DiskBytes int64 // table files kept on disk (default 10 GiB)
+	// ImageBytes bounds the page images same-host clients read
+	// (api.PatternImages): default half of DiskBytes.
+	ImageBytes int64
 	NoFsync   bool  // skip fsync of downloads (faster, not crash safe)
 	Miss      MissPolicy
 
@@ -66,6 +69,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DiskBytes == 0 {
 		c.DiskBytes = 10 << 30
+	}
+	if c.ImageBytes == 0 {
+		c.ImageBytes = c.DiskBytes / 2
 	}
 	if c.StoreTimeout == 0 {
 		c.StoreTimeout = 10 * time.Second

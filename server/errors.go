@@ -41,6 +41,9 @@ const (
 	KindShuttingDown
 	// KindCanceled: the client went away (or gave up) first.
 	KindCanceled
+	// KindUnknownImage: no page image of that name (evicted: register it
+	// again).
+	KindUnknownImage
 )
 
 // kinds maps each kind to its HTTP status and gRPC code: the one place
@@ -60,6 +63,7 @@ var kinds = map[Kind]struct {
 	KindStoreDenied:      {http.StatusBadGateway, codes.Unavailable, "store denied access"},
 	KindShuttingDown:     {http.StatusServiceUnavailable, codes.Unavailable, "shutting down"},
 	KindCanceled:         {499, codes.Canceled, "canceled"}, // nginx's "client closed request"
+	KindUnknownImage:     {http.StatusNotFound, codes.NotFound, "unknown image"},
 }
 
 func (k Kind) String() string { return kinds[k].name }

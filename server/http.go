@@ -30,6 +30,8 @@ func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	mux.HandleFunc(api.PatternDBs, h.observe("http_list_dbs", h.listDBs))
 	mux.HandleFunc(api.PatternCache, h.observe("http_cache", h.cacheSummary))
 	mux.HandleFunc(api.PatternDropCache, h.observe("http_drop_cache", h.dropCache))
+	mux.HandleFunc(api.PatternImages, h.observe("http_register_image", h.registerImage))
+	mux.HandleFunc(api.PatternImageFill, h.observe("http_fill_image", h.fillImage))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -167,12 +169,7 @@ func (h *httpAPI) getChunk(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *httpAPI) getChunks(w http.ResponseWriter, r *http.Request) {
-	// The client has ClientTimeout to send its batch, and again for each
-	// part of the answer to be taken (a stalled reader is cut off; the
-	// files were released before the answer was written).
-	rc := http.NewResponseController(w)
-	timeout := h.c.cfg.ClientTimeout
-	rc.SetReadDeadline(time.Now().Add(timeout))
+	rc := h.readDeadline(w)
 	addrs, err := api.ReadAddresses(r.Body)
 	if err != nil {
 		kind := KindBadRequest
@@ -183,17 +180,34 @@ func (h *httpAPI) getChunks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	db := r.PathValue("db")
-	// Load the database first, so a bad name is a clean 4xx rather than
-	// an error in the middle of a stream.
+	h.stream(w, r, rc, db, func(emit func(uint32, Result) error, flush func()) error {
+		return h.c.GetChunks(r.Context(), db, addrs, func(i int, res Result) error { return emit(uint32(i), res) }, flush)
+	})
+}
+
+// readDeadline gives the client ClientTimeout to send its request body,
+// and returns the controller that sets the answer's write deadlines.
+func (h *httpAPI) readDeadline(w http.ResponseWriter) *http.ResponseController {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(h.c.cfg.ClientTimeout))
+	return rc
+}
+
+// stream answers with a frame stream that run writes (emit a frame; flush
+// what is written so far). The database is loaded first, so a bad name
+// is a clean 4xx rather than an error in the middle of a stream. The
+// client has ClientTimeout to take each part of the answer (a stalled
+// reader is cut off; files were released before the answer was written).
+func (h *httpAPI) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, db string, run func(emit func(uint32, Result) error, flush func()) error) {
 	if _, err := h.c.database(r.Context(), db); err != nil {
 		writeErr(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", api.ContentTypeBinary)
-	bw := bufio.NewWriterSize(deadlineWriter{w, rc, timeout}, 64<<10)
+	bw := bufio.NewWriterSize(deadlineWriter{w, rc, h.c.cfg.ClientTimeout}, 64<<10)
 	fw := api.NewFrameWriter(bw)
-	err = h.c.GetChunks(r.Context(), db, addrs, func(i int, res Result) error {
-		return fw.WriteFrame(uint32(i), res.Found, res.Tier, res.Data)
+	err := run(func(i uint32, res Result) error {
+		return fw.WriteFrame(i, res.Found, res.Tier, res.Data)
 	}, func() {
 		if bw.Flush() == nil {
 			rc.Flush()
@@ -208,6 +222,44 @@ func (h *httpAPI) getChunks(w http.ResponseWriter, r *http.Request) {
 	if err := fw.Flush(); err == nil {
 		bw.Flush()
 	}
+}
+
+// registerImage answers an image registration (api.PatternImages).
+func (h *httpAPI) registerImage(w http.ResponseWriter, r *http.Request) {
+	h.readDeadline(w)
+	slotSize, addrs, err := api.ReadImageRequest(r.Body)
+	if err != nil {
+		writeErr(w, errorf(KindBadRequest, err, "bad image"))
+		return
+	}
+	info, err := h.c.RegisterImage(r.Context(), r.PathValue("db"), slotSize, addrs)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	json.NewEncoder(w).Encode(info)
+}
+
+// fillImage answers a fill (api.PatternImageFill) with the slots' bytes.
+func (h *httpAPI) fillImage(w http.ResponseWriter, r *http.Request) {
+	rc := h.readDeadline(w)
+	db, name := r.PathValue("db"), r.PathValue("image")
+	n, ok := h.c.imageSlots(name)
+	if !ok {
+		writeErr(w, errorf(KindUnknownImage, nil, "no image %s (never registered, or evicted: register it again)", name))
+		return
+	}
+	slots, err := api.ReadSlots(r.Body, n)
+	if err != nil {
+		writeErr(w, errorf(KindBadRequest, err, "bad fill"))
+		return
+	}
+	h.stream(w, r, rc, db, func(emit func(uint32, Result) error, _ func()) error {
+		return h.c.FillImage(r.Context(), db, name, slots, func(slot uint32, data []byte) error {
+			return emit(slot, Result{Data: data, Found: true})
+		})
+	})
 }
 
 // deadlineWriter gives each write to the client its own deadline.

@@ -24,6 +24,7 @@ type metrics struct {
 	storeCorrupt  prometheus.Counter
 	proofFailures prometheus.Counter // chunks from the store or a download that failed their hash
 	rejected      *prometheus.CounterVec
+	imageBytes    prometheus.Gauge
 
 	// servedBytes and readBytes feed the store-bytes-per-served-byte gauge.
 	servedBytes, readBytes atomic.Int64
@@ -78,6 +79,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chunkd_rejected_requests_total", Help: "Requests refused before they reached an API handler, by reason (e.g. a gRPC message over the size limit).",
 		}, []string{"api", "reason"}),
+		imageBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chunkd_image_bytes", Help: "Bytes of page images (slots) in the cache directory, filled or not.",
+		}),
 	}
 	perServed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "chunkd_store_bytes_per_served_byte", Help: "Bytes read from the store (downloads, read-through, index loads) per decoded chunk byte served, since start.",
@@ -88,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 		return float64(m.readBytes.Load()) / float64(served)
 	})
-	reg.MustRegister(m.requests, m.latency, m.hits, m.hitBytes, m.storeReqs, m.storeBytes, m.downloads, m.diskBytes, m.evictions, m.diskReads, m.corrupt, m.storeCorrupt, m.proofFailures, m.rejected, perServed)
+	reg.MustRegister(m.requests, m.latency, m.hits, m.hitBytes, m.storeReqs, m.storeBytes, m.downloads, m.diskBytes, m.evictions, m.diskReads, m.corrupt, m.storeCorrupt, m.proofFailures, m.rejected, m.imageBytes, perServed)
 	for _, r := range []string{"started", "finished", "failed"} {
 		m.downloads.WithLabelValues(r)
 	}

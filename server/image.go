@@ -1,0 +1,324 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+)
+
+// images keeps the page images of the cache directory (api.PatternImages
+// documents them): files of chunks in a client's order, which clients on
+// this host map and read with no request per chunk. Bounded by max bytes
+// (of slots), evicting the least recently registered image whole. The
+// directory is emptied at startup: images are made again on demand.
+type images struct {
+	dir string
+	max int64
+	m   *metrics
+
+	mu     sync.Mutex
+	byName map[string]*image
+	used   int64
+
+	fillSlots chan struct{} // one background fill at a time
+}
+
+// image is one page image.
+type image struct {
+	name     string
+	db       string // the database that registered it (its background fill reads there)
+	slotSize int
+	addrs    []addr.Addr
+	lastUse  atomic.Int64
+
+	mu      sync.RWMutex // writers and readers of the files; remove takes it
+	data    *os.File
+	entries []byte // the .slots file, mapped read-write; nil once removed
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func openImages(dir string, max int64, m *metrics) (*images, error) {
+	dir = filepath.Join(dir, api.CacheImagesDir)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("cache directory: empty %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cache directory: %w", err)
+	}
+	return &images{dir: dir, max: max, m: m, byName: map[string]*image{}, fillSlots: make(chan struct{}, 1)}, nil
+}
+
+// get returns image name, or nil.
+func (is *images) get(name string) *image {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	im := is.byName[name]
+	if im != nil {
+		im.lastUse.Store(time.Now().UnixNano())
+	}
+	return im
+}
+
+// register returns the image of addrs, making it if need be (created
+// reports that).
+func (is *images) register(db string, slotSize int, addrs []addr.Addr) (im *image, created bool, err error) {
+	name := api.ImageName(slotSize, addrs)
+	if im := is.get(name); im != nil {
+		return im, false, nil
+	}
+	size := int64(slotSize) * int64(len(addrs))
+	if size > is.max {
+		return nil, false, errorf(KindTooLarge, nil, "an image of %d slots of %d bytes (%d bytes) is larger than the images' budget (%d, --images)", len(addrs), slotSize, size, is.max)
+	}
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if im := is.byName[name]; im != nil { // made meanwhile
+		return im, false, nil
+	}
+	for is.used+size > is.max {
+		is.evictOneLocked()
+	}
+	im = &image{name: name, db: db, slotSize: slotSize, addrs: addrs}
+	if err := im.create(is.dir, size); err != nil {
+		return nil, false, err
+	}
+	im.lastUse.Store(time.Now().UnixNano())
+	is.byName[name] = im
+	is.used += size
+	is.m.imageBytes.Set(float64(is.used))
+	return im, true, nil
+}
+
+func (im *image) create(dir string, size int64) (err error) {
+	defer func() {
+		if err != nil {
+			im.remove(dir)
+		}
+	}()
+	im.data, err = os.OpenFile(im.dataPath(dir), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := im.data.Truncate(size); err != nil { // sparse until filled
+		return err
+	}
+	ef, err := os.OpenFile(im.entriesPath(dir), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer ef.Close()
+	n := 8 * len(im.addrs)
+	if err := ef.Truncate(int64(n)); err != nil {
+		return err
+	}
+	im.entries, err = syscall.Mmap(int(ef.Fd()), 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("map %s: %w", ef.Name(), err)
+	}
+	return nil
+}
+
+func (im *image) dataPath(dir string) string    { return filepath.Join(dir, im.name+".img") }
+func (im *image) entriesPath(dir string) string { return filepath.Join(dir, im.name+".slots") }
+
+// remove closes and deletes the image's files, once no fill is writing.
+// Clients that map them keep what they map (the bytes never change).
+func (im *image) remove(dir string) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.entries != nil {
+		syscall.Munmap(im.entries)
+		im.entries = nil
+	}
+	if im.data != nil {
+		im.data.Close()
+		im.data = nil
+	}
+	os.Remove(im.dataPath(dir))
+	os.Remove(im.entriesPath(dir))
+}
+
+// evictOneLocked removes the least recently registered image.
+func (is *images) evictOneLocked() {
+	var victim *image
+	for _, im := range is.byName {
+		if victim == nil || im.lastUse.Load() < victim.lastUse.Load() {
+			victim = im
+		}
+	}
+	if victim == nil {
+		return
+	}
+	delete(is.byName, victim.name)
+	is.used -= int64(victim.slotSize) * int64(len(victim.addrs))
+	is.m.imageBytes.Set(float64(is.used))
+	victim.remove(is.dir)
+}
+
+// close removes every image (they are not kept across restarts).
+func (is *images) close() {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	for _, im := range is.byName {
+		im.remove(is.dir)
+	}
+	is.byName = map[string]*image{}
+}
+
+// entry returns slot i's entry word in the mapped .slots file (im.mu
+// held, entries not nil).
+func (im *image) entry(i int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&im.entries[8*i]))
+}
+
+// filled reports whether slot i has been written (false once removed).
+func (im *image) filled(i int) bool {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	return im.entries != nil && atomic.LoadUint64(im.entry(i))&api.ImageSlotFilled != 0
+}
+
+// evicted reports whether the image was removed.
+func (im *image) evicted() bool {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	return im.entries == nil
+}
+
+// write fills slot i with proven bytes: the bytes first, then the entry
+// that says they are there.
+func (im *image) write(i int, data []byte) error {
+	if len(data) != im.slotSize {
+		return fmt.Errorf("image %s: chunk %s of slot %d is %d bytes, not %d", im.name, im.addrs[i], i, len(data), im.slotSize)
+	}
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if im.entries == nil {
+		return errImageEvicted
+	}
+	if _, err := im.data.WriteAt(data, int64(i)*int64(im.slotSize)); err != nil {
+		return fmt.Errorf("image %s: write slot %d: %w", im.name, i, err)
+	}
+	atomic.StoreUint64(im.entry(i), api.ImageSlotFilled|uint64(crc32.Checksum(data, castagnoli)))
+	return nil
+}
+
+var errImageEvicted = errors.New("image evicted")
+
+// RegisterImage registers the image of addrs (chunks of database db in
+// slots of slotSize bytes), making it if it is new and filling it in the
+// background, one image at a time, from whatever tier holds its chunks.
+func (c *Cache) RegisterImage(ctx context.Context, db string, slotSize int, addrs []addr.Addr) (api.ImageInfo, error) {
+	if _, err := c.database(ctx, db); err != nil {
+		return api.ImageInfo{}, err
+	}
+	im, created, err := c.images.register(db, slotSize, addrs)
+	if err != nil {
+		return api.ImageInfo{}, err
+	}
+	if created {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.fillImage(im)
+		}()
+	}
+	return api.ImageInfo{
+		Name: im.name, Slots: len(im.addrs), SlotSize: im.slotSize,
+		Data:    filepath.ToSlash(filepath.Join(api.CacheImagesDir, im.name+".img")),
+		Entries: filepath.ToSlash(filepath.Join(api.CacheImagesDir, im.name+".slots")),
+	}, nil
+}
+
+// imageSlots returns the number of slots of image name, if it is known.
+func (c *Cache) imageSlots(name string) (int, bool) {
+	im := c.images.get(name)
+	if im == nil {
+		return 0, false
+	}
+	return len(im.addrs), true
+}
+
+// FillImage fills the given slots of image name (registered by a client
+// of database db) and calls fn with each one's bytes, in no particular
+// order, from one goroutine at a time. A slot whose chunk db does not hold
+// is an error.
+func (c *Cache) FillImage(ctx context.Context, db, name string, slots []uint32, fn func(slot uint32, data []byte) error) error {
+	im := c.images.get(name)
+	if im == nil {
+		return errorf(KindUnknownImage, nil, "no image %s (never registered, or evicted: register it again)", name)
+	}
+	as := make([]addr.Addr, len(slots))
+	for k, s := range slots {
+		if int(s) >= len(im.addrs) {
+			return errorf(KindBadRequest, nil, "slot %d of an image of %d", s, len(im.addrs))
+		}
+		as[k] = im.addrs[s]
+	}
+	return c.GetChunks(ctx, db, as, func(k int, r Result) error {
+		if !r.Found {
+			return errorf(KindUnknownChunk, nil, "image %s: database %q does not hold chunk %s of slot %d", name, db, as[k], slots[k])
+		}
+		if err := im.write(int(slots[k]), r.Data); err != nil && !errors.Is(err, errImageEvicted) {
+			return errorf(KindBadRequest, err, "fill")
+		}
+		return fn(slots[k], r.Data)
+	}, nil)
+}
+
+// fillImage fills a new image's empty slots in order, a batch at a time,
+// in the background: one image at a time, stopping when the image is
+// evicted or the service closes.
+func (c *Cache) fillImage(im *image) {
+	select {
+	case c.images.fillSlots <- struct{}{}:
+		defer func() { <-c.images.fillSlots }()
+	case <-c.ctx.Done():
+		return
+	}
+	start := time.Now()
+	const batch = 512
+	for first := 0; first < len(im.addrs); first += batch {
+		if im.evicted() || c.ctx.Err() != nil {
+			return
+		}
+		var slots []int
+		for i := first; i < min(first+batch, len(im.addrs)); i++ {
+			if !im.filled(i) {
+				slots = append(slots, i)
+			}
+		}
+		if len(slots) == 0 {
+			continue
+		}
+		as := make([]addr.Addr, len(slots))
+		for k, i := range slots {
+			as[k] = im.addrs[i]
+		}
+		err := c.GetChunks(c.ctx, im.db, as, func(k int, r Result) error {
+			if !r.Found {
+				return fmt.Errorf("database %q does not hold chunk %s of slot %d", im.db, as[k], slots[k])
+			}
+			return im.write(slots[k], r.Data)
+		}, nil)
+		if err != nil {
+			if !errors.Is(err, errImageEvicted) && c.ctx.Err() == nil {
+				c.log.Warn("image fill stopped; clients fill what they read", "image", im.name, "db", im.db, "err", err)
+			}
+			return
+		}
+	}
+	c.log.Debug("image filled", "image", im.name, "db", im.db, "slots", len(im.addrs), "took", time.Since(start).Round(time.Millisecond))
+}
