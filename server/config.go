@@ -32,8 +32,8 @@ type Config struct {
 	// ImageBytes bounds the page images same-host clients read
 	// (api.PatternImages): default half of DiskBytes.
 	ImageBytes int64
-	NoFsync   bool  // skip fsync of downloads (faster, not crash safe)
-	Miss      MissPolicy
+	NoFsync    bool // skip fsync of downloads (faster, not crash safe)
+	Miss       MissPolicy
 
 	// StoreTimeout bounds one read-through from the store (default 10 s).
 	StoreTimeout time.Duration
