@@ -190,7 +190,11 @@ func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
 			return nil, err
 		}
 	}
-	d, err := sqlchunks.OpenVersion(ctx, c, root, o.sqlite)
+	var r sqlchunks.ChunkReader = c
+	if o.local != "" { // a same-host service: its page image, no request per page
+		r = sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage))
+	}
+	d, err := sqlchunks.OpenVersion(ctx, r, root, o.sqlite)
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -88,6 +88,10 @@ type Stats struct {
 	// host (Options.LocalDir), and LocalChunks the chunks they gave. Those
 	// chunks count in Store too.
 	LocalReads, LocalChunks int64
+	// ImageReads counts pages read from a same-host service's page image
+	// (Client.OpenImage) with no request, ImageFills those the service
+	// filled on request, ImageBad mapped pages that failed their CRC.
+	ImageReads, ImageFills, ImageBad int64
 }
 
 // Sub returns s minus prev: the counts between two snapshots.
@@ -113,6 +117,9 @@ func (s Stats) Sub(prev Stats) Stats {
 		MetaReads:       s.MetaReads - prev.MetaReads,
 		LocalReads:      s.LocalReads - prev.LocalReads,
 		LocalChunks:     s.LocalChunks - prev.LocalChunks,
+		ImageReads:      s.ImageReads - prev.ImageReads,
+		ImageFills:      s.ImageFills - prev.ImageFills,
+		ImageBad:        s.ImageBad - prev.ImageBad,
 	}
 }
 
@@ -143,6 +150,9 @@ func (s Stats) String() string {
 		{"store bad", s.StoreBad},
 		{"of them local reads", s.LocalReads},
 		{"local chunks", s.LocalChunks},
+		{"image pages", s.ImageReads},
+		{"image fills", s.ImageFills},
+		{"image bad", s.ImageBad},
 	} {
 		if x.n != 0 {
 			fmt.Fprintf(&b, "; %s %d", x.name, x.n)
@@ -177,6 +187,7 @@ type counters struct {
 	svcBackoffs, svcSkipped, hedged, storeBad   atomic.Int64
 	storeReadBytes, manifestLoads, tablesOpened atomic.Int64
 	metaReads, localReads, localChunks          atomic.Int64
+	imageReads, imageFills, imageBad            atomic.Int64
 }
 
 // service counts one chunk taken from the service.
@@ -208,6 +219,7 @@ func (c *counters) all() []*atomic.Int64 {
 		&c.notFound, &c.svcNotFound, &c.svcBad, &c.svcErrors,
 		&c.svcBackoffs, &c.svcSkipped, &c.hedged, &c.storeBad,
 		&c.storeReadBytes, &c.manifestLoads, &c.tablesOpened, &c.metaReads, &c.localReads, &c.localChunks,
+		&c.imageReads, &c.imageFills, &c.imageBad,
 	}
 }
 
@@ -240,6 +252,9 @@ func (c *Client) Stats() Stats {
 		ManifestLoads:   k.manifestLoads.Load(),
 		TablesOpened:    k.tablesOpened.Load(),
 		MetaReads:       k.metaReads.Load(),
+		ImageReads:      k.imageReads.Load(),
+		ImageFills:      k.imageFills.Load(),
+		ImageBad:        k.imageBad.Load(),
 	}
 }
 

@@ -22,5 +22,11 @@ func OpenVersion(ctx context.Context, c ChunkReader, root addr.Addr, o *sqlitevf
 	if err != nil {
 		return nil, err
 	}
-	return sqlitevfs.OpenImage(c.DB()+"@"+root.String(), p, o)
+	db, err := sqlitevfs.OpenImage(c.DB()+"@"+root.String(), p, o)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	db.Cleanup(p.Close) // the page image, if there is one
+	return db, nil
 }

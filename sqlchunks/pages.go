@@ -3,6 +3,7 @@ package sqlchunks
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -21,6 +22,11 @@ type Pages struct {
 	c     ChunkReader
 	v     Version
 	addrs []addr.Addr // page n is addrs[n-1]
+	// img, when the reader gives one (WithImages), is read first; pages
+	// it lacks are filled through it, or read through c when filling
+	// fails (fillFailed: then only what is mapped is read from it).
+	img        PageImage
+	fillFailed atomic.Bool
 }
 
 // OpenPages reads the root chunk root and the whole page map of the
@@ -36,7 +42,22 @@ func OpenPages(ctx context.Context, c ChunkReader, root addr.Addr) (*Pages, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Pages{c: c, v: versionOf(root, r), addrs: addrs}, nil
+	p := &Pages{c: c, v: versionOf(root, r), addrs: addrs}
+	if ir, ok := c.(imageReader); ok {
+		if img, err := ir.open(ctx, p.v.PageSize, addrs); err == nil {
+			p.img = img
+		}
+	}
+	return p, nil
+}
+
+// Close releases the page image, if the pages have one. Reads must have
+// ended.
+func (p *Pages) Close() error {
+	if p.img == nil {
+		return nil
+	}
+	return p.img.Close()
 }
 
 // loadMap reads the page map of root r, level by level from the top.
@@ -87,10 +108,14 @@ func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
 	return p.addrs[n-1], true
 }
 
-// ReadPage implements sqlitevfs.Pages with one Get.
+// ReadPage implements sqlitevfs.Pages: from the page image when it holds
+// the page, else with one request (a fill of the image, or a Get).
 func (p *Pages) ReadPage(ctx context.Context, n int64, b []byte) error {
 	if err := p.check(n, 1, b); err != nil {
 		return err
+	}
+	if p.img != nil && (p.img.Read(int(n-1), b) || p.fill(ctx, n, [][]byte{b})) {
+		return nil
 	}
 	data, err := p.c.Get(ctx, p.addrs[n-1])
 	if err != nil {
@@ -103,7 +128,8 @@ func (p *Pages) ReadPage(ctx context.Context, n int64, b []byte) error {
 	return nil
 }
 
-// ReadPages implements sqlitevfs.PageRanger with one GetMany.
+// ReadPages implements sqlitevfs.PageRanger: from the page image what it
+// holds, the rest with one request (a fill, or a GetMany).
 func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 	if len(bs) == 0 {
 		return nil
@@ -113,6 +139,21 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 			return err
 		}
 	}
+	if p.img != nil {
+		lo := 0 // the pages before lo are read
+		for lo < len(bs) && p.img.Read(int(first-1)+lo, bs[lo]) {
+			lo++
+		}
+		if lo == len(bs) {
+			return nil
+		}
+		// Fill from the first page missing on (some after it may be
+		// mapped already: reading them again costs the service little).
+		if p.fill(ctx, first+int64(lo), bs[lo:]) {
+			return nil
+		}
+		first, bs = first+int64(lo), bs[lo:]
+	}
 	return p.c.GetMany(ctx, p.addrs[first-1:first-1+int64(len(bs))], func(i int, data []byte) error {
 		n := first + int64(i)
 		if err := p.checkData(n, data); err != nil {
@@ -121,6 +162,34 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 		copy(bs[i], data)
 		return nil
 	}) // errors name the chunks; the VFS adds the pages
+}
+
+// fill asks the page image for pages first.. into bs, and reports whether
+// it got them all. A failed fill turns fills off for these pages' life:
+// the service may have evicted the image or restarted; what is mapped is
+// still read, the rest goes through the reader.
+func (p *Pages) fill(ctx context.Context, first int64, bs [][]byte) bool {
+	if p.fillFailed.Load() || len(bs) > 4096 {
+		return false
+	}
+	slots := make([]int, len(bs))
+	for i := range bs {
+		slots[i] = int(first-1) + i
+	}
+	got := 0
+	err := p.img.Fill(ctx, slots, func(slot int, data []byte) {
+		if i := slot - int(first-1); i >= 0 && i < len(bs) && len(data) == len(bs[i]) {
+			copy(bs[i], data)
+			got++
+		}
+	})
+	if err != nil || got != len(bs) {
+		if ctx.Err() == nil {
+			p.fillFailed.Store(true)
+		}
+		return false
+	}
+	return true
 }
 
 func (p *Pages) check(first, n int64, b []byte) error {

@@ -151,7 +151,11 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	if ra == 0 {
 		ra = -1 // the flag's 0 means off; the package's 0 means its default
 	}
-	if d.DB, err = sqlchunks.OpenVersion(ctx, c, root, &sqlitevfs.Options{ReadAhead: ra}); err != nil {
+	var r sqlchunks.ChunkReader = c
+	if tf.serviceDir != "" { // a same-host service: its page image, no request per page
+		r = sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage))
+	}
+	if d.DB, err = sqlchunks.OpenVersion(ctx, r, root, &sqlitevfs.Options{ReadAhead: ra}); err != nil {
 		d.close()
 		return nil, err
 	}

@@ -1,0 +1,215 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+)
+
+// Image is a page image of a cache service on this host (api.PatternImages
+// documents them): a list of chunks in order, each in a fixed-size slot of
+// a file in the service's cache directory, which the client maps read-only
+// and reads with no request per chunk. The service fills slots in the
+// background and on request, only with bytes it proved against their
+// addresses; the client reads a slot only when its entry says it is filled
+// and its bytes match the entry's CRC-32C, and asks the service to fill
+// the others (Fill), whose answers it hashes.
+//
+// An Image is safe for concurrent use. It stays readable after the service
+// evicts it or restarts (the mapped bytes never change); Fill then fails
+// with ErrImageGone, and the caller registers the image again.
+type Image struct {
+	c        *Client
+	svc      *httpService
+	name     string
+	slotSize int
+	addrs    []addr.Addr
+	data     []byte // the .img file, mapped read-only
+	entries  []byte // the .slots file, mapped read-only
+}
+
+// ErrNoImage: the client cannot have a page image: it needs a cache
+// service over HTTP and the service's cache directory (Options.LocalDir).
+var ErrNoImage = errors.New("client: page images need an HTTP cache service on this host and its cache directory (LocalDir)")
+
+// ErrImageGone: the service no longer has the image (evicted, or it
+// restarted); register it again.
+var ErrImageGone = errors.New("client: the cache service no longer has the page image")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// OpenImage registers the image of addrs, each chunk slotSize bytes, with
+// the same-host cache service, and maps its files: one request.
+func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr) (*Image, error) {
+	h, ok := c.svc.(*httpService)
+	if !ok || c.opts.LocalDir == "" {
+		return nil, ErrNoImage
+	}
+	info, err := h.registerImage(ctx, slotSize, addrs)
+	if err != nil {
+		return nil, err
+	}
+	if info.Name != api.ImageName(slotSize, addrs) || info.Slots != len(addrs) || info.SlotSize != slotSize {
+		return nil, fmt.Errorf("client: cache service %s registered image %+v for %d slots of %d bytes named %s", h.base, info, len(addrs), slotSize, api.ImageName(slotSize, addrs))
+	}
+	im := &Image{c: c, svc: h, name: info.Name, slotSize: slotSize, addrs: addrs}
+	if im.data, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Data)), int64(slotSize)*int64(len(addrs))); err != nil {
+		return nil, fmt.Errorf("client: page image: %w", err)
+	}
+	if im.entries, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Entries)), 8*int64(len(addrs))); err != nil {
+		syscall.Munmap(im.data)
+		return nil, fmt.Errorf("client: page image: %w", err)
+	}
+	return im, nil
+}
+
+// mapFile maps the first size bytes of a file read-only.
+func mapFile(path string, size int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() < size {
+		return nil, fmt.Errorf("%s is %d bytes, want %d", path, st.Size(), size)
+	}
+	return syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+}
+
+// Slots returns the image's number of slots.
+func (im *Image) Slots() int { return len(im.addrs) }
+
+// Read copies slot i into p (slotSize bytes) if the service has filled it
+// and its bytes match their CRC, and reports whether it did. A mapping
+// whose file was cut short under it (by something other than the service,
+// which never shrinks an image) faults; the fault is caught and the read
+// reports false rather than crash the process.
+func (im *Image) Read(i int, p []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			im.c.ctr.imageBad.Add(1)
+			ok = false
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	e := atomic.LoadUint64((*uint64)(unsafe.Pointer(&im.entries[8*i])))
+	if e&api.ImageSlotFilled == 0 {
+		return false
+	}
+	slot := im.data[i*im.slotSize : (i+1)*im.slotSize]
+	n := copy(p, slot)
+	if n != im.slotSize || crc32.Checksum(p[:n], castagnoli) != uint32(e) {
+		im.c.ctr.imageBad.Add(1) // rot since the service wrote it: Fill rewrites it
+		return false
+	}
+	im.c.ctr.imageReads.Add(1)
+	return true
+}
+
+// Fill asks the service for slots (at most api.MaxBatch), which it writes
+// into the image, and calls fn with each one's bytes, checked against its
+// address, from one goroutine; one request.
+func (im *Image) Fill(ctx context.Context, slots []int, fn func(slot int, data []byte)) error {
+	us := make([]uint32, len(slots))
+	for k, s := range slots {
+		us[k] = uint32(s)
+	}
+	got := 0
+	err := im.svc.fillImage(ctx, im.name, us, func(slot uint32, data []byte) error {
+		if int(slot) >= len(im.addrs) || addr.Of(data) != im.addrs[slot] {
+			im.c.ctr.svcBad.Add(1)
+			return fmt.Errorf("client: cache service %s: image %s slot %d: bytes that do not hash to chunk %s", im.svc.base, im.name, slot, im.addrs[min(int(slot), len(im.addrs)-1)])
+		}
+		got++
+		fn(int(slot), data)
+		return nil
+	})
+	im.c.ctr.imageFills.Add(int64(got))
+	return err
+}
+
+// Close unmaps the image. Reads must have ended.
+func (im *Image) Close() error {
+	err := syscall.Munmap(im.data)
+	if e := syscall.Munmap(im.entries); err == nil {
+		err = e
+	}
+	return err
+}
+
+// registerImage registers an image with the service.
+func (h *httpService) registerImage(ctx context.Context, slotSize int, addrs []addr.Addr) (api.ImageInfo, error) {
+	var info api.ImageInfo
+	req, err := h.newRequest(ctx, http.MethodPost, api.ImagesPath(h.db), bytes.NewReader(api.EncodeImageRequest(slotSize, addrs)))
+	if err != nil {
+		return info, err
+	}
+	req.Header.Set("Content-Type", api.ContentTypeBinary)
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		return info, fmt.Errorf("cache service %s: %w", h.base, err)
+	}
+	defer drain(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return info, fmt.Errorf("cache service %s: register page image: %w", h.base, api.ReadError(resp))
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
+		return info, fmt.Errorf("cache service %s: register page image: %w", h.base, err)
+	}
+	return info, nil
+}
+
+// fillImage asks the service to fill slots and reads their bytes.
+func (h *httpService) fillImage(ctx context.Context, name string, slots []uint32, fn func(slot uint32, data []byte) error) error {
+	req, err := h.newRequest(ctx, http.MethodPost, api.ImageFillPath(h.db, name), bytes.NewReader(api.EncodeSlots(slots)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", api.ContentTypeBinary)
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("cache service %s: %w", h.base, err)
+	}
+	defer drain(resp.Body)
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%w: %w", ErrImageGone, api.ReadError(resp))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cache service %s: fill page image: %w", h.base, api.ReadError(resp))
+	}
+	got := 0
+	for f, err := range api.NewFrameReader(resp.Body).All() {
+		if err != nil {
+			return fmt.Errorf("cache service %s: fill cut short after %d of %d slots: %w", h.base, got, len(slots), err)
+		}
+		if !f.Found {
+			return fmt.Errorf("cache service %s: fill answered slot %d as absent", h.base, f.Index)
+		}
+		if err := fn(f.Index, f.Data); err != nil {
+			return err
+		}
+		got++
+	}
+	if got != len(slots) {
+		return fmt.Errorf("cache service %s: fill answered %d of %d slots", h.base, got, len(slots))
+	}
+	return nil
+}

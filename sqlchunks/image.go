@@ -1,0 +1,50 @@
+package sqlchunks
+
+import (
+	"context"
+
+	"github.com/chunkd/chunkd/addr"
+)
+
+// PageImage is a version's pages mapped from a same-host cache service's
+// page image (client.Image is one): a page read from it costs a copy and
+// a CRC, no request.
+type PageImage interface {
+	// Read copies slot i (page i+1) into p if the image holds it, checked,
+	// and reports whether it did.
+	Read(i int, p []byte) bool
+	// Fill asks the service for slots in one request and calls fn with
+	// each one's bytes, checked against its chunk's address.
+	Fill(ctx context.Context, slots []int, fn func(slot int, data []byte)) error
+	// Close releases the mapping.
+	Close() error
+}
+
+// ImageFunc opens the page image of a version whose pages are the chunks
+// addrs, each slotSize bytes.
+type ImageFunc func(ctx context.Context, slotSize int, addrs []addr.Addr) (PageImage, error)
+
+// WithImages returns a reader that reads like c and gives the versions it
+// opens (OpenPages, OpenVersion) a page image from open when open
+// succeeds; when it fails (no service on this host, say), pages are read
+// through c as they would be.
+func WithImages(c ChunkReader, open ImageFunc) ChunkReader { return imageReader{c, open} }
+
+type imageReader struct {
+	ChunkReader
+	open ImageFunc
+}
+
+// ImagesOf turns a page-image opener whose image is a concrete type
+// (client.Client.OpenImage) into an ImageFunc:
+//
+//	sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage))
+func ImagesOf[I PageImage](open func(ctx context.Context, slotSize int, addrs []addr.Addr) (I, error)) ImageFunc {
+	return func(ctx context.Context, slotSize int, addrs []addr.Addr) (PageImage, error) {
+		img, err := open(ctx, slotSize, addrs)
+		if err != nil {
+			return nil, err
+		}
+		return img, nil
+	}
+}

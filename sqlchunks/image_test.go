@@ -1,0 +1,204 @@
+package sqlchunks
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/store"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// sameHost is a cache service in this process with its cache directory,
+// as a same-host client sees it.
+type sameHost struct {
+	s     store.Store
+	dir   string
+	cache *server.Cache
+	srv   *httptest.Server
+	cfg   server.Config
+}
+
+func startSameHost(t *testing.T, s store.Store, imageBytes int64) *sameHost {
+	h := &sameHost{s: s, dir: t.TempDir(), cfg: server.Config{Store: s, NoFsync: true, Logger: quietLog(), ImageBytes: imageBytes}}
+	h.start(t)
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *sameHost) start(t *testing.T) {
+	cfg := h.cfg
+	cfg.CacheDir = h.dir
+	cache, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cache = cache
+	if h.srv == nil {
+		h.srv = httptest.NewServer(nil)
+	}
+	h.srv.Config.Handler = server.NewHandler(cache, prometheus.NewRegistry())
+}
+
+func (h *sameHost) stop() {
+	if h.cache != nil {
+		h.cache.Close()
+		h.cache = nil
+	}
+}
+
+// open opens the head of db as a fresh same-host process would, with the
+// page image.
+func (h *sameHost) open(t *testing.T, db string) (*client.Client, *sql.DB) {
+	t.Helper()
+	c, err := client.Open(context.Background(), client.Options{Store: h.s, DB: db, Service: h.srv.URL, LocalDir: h.dir, MemBytes: -1, ServiceTimeout: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenVersion(context.Background(), WithImages(c, ImagesOf(c.OpenImage)), addr.Addr{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); c.Close() })
+	return c, d.DB
+}
+
+// waitImage waits until the service's background fill has filled every
+// slot of the image files in dir.
+func waitImage(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		full := false
+		ms, _ := filepath.Glob(filepath.Join(dir, api.CacheImagesDir, "*.slots"))
+		for _, m := range ms {
+			b, _ := os.ReadFile(m)
+			n := 0
+			for i := 0; i+8 <= len(b); i += 8 {
+				if binary.LittleEndian.Uint64(b[i:])&api.ImageSlotFilled != 0 {
+					n++
+				}
+			}
+			full = full || (len(b) > 0 && n == len(b)/8)
+		}
+		if full {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the image was never filled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPageImage: a same-host client reads its pages from the service's
+// page image: the first process fills it (with requests), a later one
+// reads every page with no request; results are the local file's; a
+// corrupted image page is caught and filled again; an evicted image and a
+// restarted service leave the client reading correctly.
+func TestPageImage(t *testing.T) {
+	s := newFolder(t)
+	path := genDB(t, 3)
+	importFile(t, s, path, ImportOptions{DB: "img", Message: "first"})
+	plain := plainDB(t, path)
+	h := startSameHost(t, s, 0)
+	start := time.Now()
+	lap := func(what string) { t.Logf("%s: %v", what, time.Since(start)); start = time.Now() }
+
+	c1, d1 := h.open(t, "img")
+	sameResults(t, "first process", plain, d1, queries)
+	lap("first process")
+	if st := c1.Stats(); st.ImageReads+st.ImageFills == 0 {
+		t.Fatalf("first process did not use the image: %v", st)
+	}
+	waitImage(t, h.dir)
+
+	// A fresh process on the warm service: every page from the image.
+	c2, d2 := h.open(t, "img")
+	before := c2.Stats()
+	sameResults(t, "second process", plain, d2, queries)
+	lap("second process")
+	st := c2.Stats().Sub(before)
+	if st.ImageReads == 0 || st.ImageFills != 0 || st.Service.Requests != 0 || st.Store.Requests != 0 {
+		t.Fatalf("second process: want every page from the image, no request: %v", st)
+	}
+
+	// Corrupt a page of the image: the reader catches it (CRC) and has
+	// the service fill it again.
+	imgs, _ := filepath.Glob(filepath.Join(h.dir, api.CacheImagesDir, "*.img"))
+	if len(imgs) != 1 {
+		t.Fatalf("images: %v", imgs)
+	}
+	f, err := os.OpenFile(imgs[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	for off := int64(0); off < fi.Size(); off += 4096 { // every page: whichever the queries read
+		f.WriteAt([]byte{0x55, 0xaa}, off+100)
+	}
+	f.Close()
+	c3, d3 := h.open(t, "img")
+	sameResults(t, "corrupted image", plain, d3, queries)
+	lap("corrupted image")
+	if st := c3.Stats(); st.ImageBad == 0 || st.ImageFills == 0 {
+		t.Fatalf("corrupted image: %v", st)
+	}
+
+	// Something cuts the image file short under a running client that has
+	// mapped it: its mapped reads fault, which is caught; it reads on
+	// correctly through the service.
+	c5, d5 := h.open(t, "img")
+	if err := os.Truncate(imgs[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	sameResults(t, "image cut short", plain, d5, queries)
+	if st := c5.Stats(); st.ImageBad == 0 {
+		t.Fatalf("image cut short: no fault caught: %v", st)
+	}
+	lap("image cut short")
+
+	// The service restarts under a running client (the image is gone from
+	// its directory): the client's mapping still reads, misses are read
+	// through the tiers.
+	h.stop()
+	h.start(t)
+	sameResults(t, "after a service restart", plain, d2, queries)
+	sameResults(t, "after a service restart, corrupted client", plain, d3, queries)
+	lap("after a service restart, corrupted client")
+	c4, d4 := h.open(t, "img") // and a new process gets a new image
+	sameResults(t, "new process after the restart", plain, d4, queries)
+	lap("new process after the restart")
+	_ = c4
+}
+
+// TestPageImageMissing: without the service's directory, or with a budget
+// too small for the image, the same-host client reads through the tiers.
+func TestPageImageMissing(t *testing.T) {
+	s := newFolder(t)
+	path := genDB(t, 4)
+	importFile(t, s, path, ImportOptions{DB: "img", Message: "first"})
+	plain := plainDB(t, path)
+	h := startSameHost(t, s, 4096)          // an image of more than one page does not fit
+	few := []string{queries[0], queries[5]} // reads through the service, page by page
+	c, d := h.open(t, "img")
+	sameResults(t, "image over budget", plain, d, few)
+	if st := c.Stats(); st.ImageReads+st.ImageFills != 0 || st.Service.Chunks == 0 {
+		t.Fatalf("image over budget: %v", st)
+	}
+	h.dir = t.TempDir() // not the service's directory
+	c, d = h.open(t, "img")
+	sameResults(t, "wrong directory", plain, d, few)
+	if st := c.Stats(); st.ImageReads+st.ImageFills != 0 {
+		t.Fatalf("wrong directory: %v", st)
+	}
+}
