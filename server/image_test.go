@@ -19,11 +19,12 @@ import (
 // chunk and match its entry's CRC.
 func checkImage(t *testing.T, f *fixture, info api.ImageInfo, addrs []addr.Addr) int {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(f.dir, info.Data))
+	// The entries first: a slot's bytes are written before its entry.
+	entries, err := os.ReadFile(filepath.Join(f.dir, info.Entries))
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := os.ReadFile(filepath.Join(f.dir, info.Entries))
+	data, err := os.ReadFile(filepath.Join(f.dir, info.Data))
 	if err != nil {
 		t.Fatal(err)
 	}
