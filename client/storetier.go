@@ -35,6 +35,8 @@ type storeTier struct {
 	rootReady  chan struct{}
 	firstRoot  addr.Addr
 	firstLocal []*table // local copies found by the first load, published with the root
+
+	svcRoot addr.Addr // without a store: the root the service gave (guarded by mu)
 }
 
 // localTables returns the table files opened from Options.LocalDir,
@@ -263,14 +265,14 @@ func (s *storeTier) startLoadLocked() chan struct{} {
 func (s *storeTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.firstRoot.IsEmpty() {
-		return s.firstRoot, nil
+	if !s.svcRoot.IsEmpty() {
+		return s.svcRoot, nil
 	}
 	root, err := s.c.svc.root(ctx)
 	if err != nil {
 		return addr.Addr{}, err
 	}
-	s.firstRoot = root
+	s.svcRoot = root
 	return root, nil
 }
 
@@ -278,7 +280,7 @@ func (s *storeTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
 func (s *storeTier) refresh(ctx context.Context) error {
 	if s.mdb == nil {
 		s.mu.Lock()
-		s.firstRoot = addr.Addr{}
+		s.svcRoot = addr.Addr{}
 		s.mu.Unlock()
 		_, err := s.serviceRoot(ctx)
 		return err
