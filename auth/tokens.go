@@ -11,17 +11,21 @@
 //	7f3a9c2e4b1d8f6a0e5c3b9d2a7f4e1c   sales-* inventory
 //	b2e8d4f1a6c9e3b7d0f5a2c8e4b1d7f3   *
 //
-// Tokens are looked up in constant time: a token is hashed (SHA-256) and
-// its hash compared with every entry's hash, whatever matches, so the time
-// a lookup takes says nothing about how much of a token was right. The
-// package never puts a token in an error or a log message; errors name the
-// file and the line.
+// Tokens are never compared byte by byte: the set keeps each token's
+// SHA-256 digest, and a lookup hashes the token presented and finds its
+// digest in a map. The time a lookup takes depends only on the digest of
+// what was presented, which says nothing about how much of any stored
+// token it shares, so timing cannot guess a token byte by byte (that is
+// what a constant-time comparison guards against); and a lookup costs
+// the same with ten tokens as with thousands (a scan of every digest with
+// subtle.ConstantTimeCompare took 110 µs per request with 1000 tokens;
+// BenchmarkLookup). The package never puts a token in an error or a log
+// message; errors name the file and the line.
 package auth
 
 import (
 	"bufio"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -49,20 +53,15 @@ func (g *Grant) Allows(db string) bool {
 // Patterns returns the grant's database names and patterns, as written.
 func (g *Grant) Patterns() []string { return append([]string(nil), g.patterns...) }
 
-type entry struct {
-	sum   [sha256.Size]byte
-	grant *Grant
-}
-
 // Set is the tokens of one token file. It is immutable and safe for
 // concurrent use.
 type Set struct {
-	entries []entry
+	bySum map[[sha256.Size]byte]*Grant
 }
 
 // Parse reads a token file from r; name is the file's name, for errors.
 func Parse(r io.Reader, name string) (*Set, error) {
-	s := &Set{}
+	s := &Set{bySum: map[[sha256.Size]byte]*Grant{}}
 	seen := map[[sha256.Size]byte]int{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -85,7 +84,7 @@ func Parse(r io.Reader, name string) (*Set, error) {
 			return nil, fmt.Errorf("%s:%d: the token of line %d again (give each token one line)", name, line, first)
 		}
 		seen[sum] = line
-		s.entries = append(s.entries, entry{sum: sum, grant: &Grant{patterns: fields[1:]}})
+		s.bySum[sum] = &Grant{patterns: fields[1:]}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -94,23 +93,18 @@ func Parse(r io.Reader, name string) (*Set, error) {
 }
 
 // Len returns how many tokens the set holds.
-func (s *Set) Len() int { return len(s.entries) }
+func (s *Set) Len() int { return len(s.bySum) }
 
 // Lookup returns the grant of token, or false if the set does not hold it
-// (an empty token is never held). It compares token's hash with every
-// entry's, in constant time.
+// (an empty token is never held). It looks up token's SHA-256 digest (see
+// the package comment).
 func (s *Set) Lookup(token string) (*Grant, bool) {
 	if token == "" {
 		return nil, false
 	}
 	sum := sha256.Sum256([]byte(token))
-	var found *Grant
-	for i := range s.entries {
-		if subtle.ConstantTimeCompare(sum[:], s.entries[i].sum[:]) == 1 {
-			found = s.entries[i].grant
-		}
-	}
-	return found, found != nil
+	g, ok := s.bySum[sum]
+	return g, ok
 }
 
 // File is a token file that can be read again (on SIGHUP) while lookups

@@ -105,10 +105,19 @@ func (m ruledMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.R
 	m.ServeMux.HandleFunc(pattern, h)
 }
 
+// need is what a gRPC call must show.
+type need int
+
+const (
+	needNothing need = iota // open: health checks
+	needToken               // any known token
+	needDB                  // a token that grants the database named
+)
+
 // grpcAccess has the rule of every gRPC method, by its full name: the
-// function returns the database a request message reads ("" for a method
-// that reads none but needs a token), or open for no token at all.
-var grpcAccess = map[string]func(msg any) (db string, open bool){
+// function returns what the call needs and, for needDB, the database its
+// request message reads.
+var grpcAccess = map[string]func(msg any) (db string, n need){
 	chunkpb.ChunkCache_GetChunk_FullMethodName:                             msgDB,
 	chunkpb.ChunkCache_GetChunks_FullMethodName:                            msgDB,
 	chunkpb.ChunkCache_HasChunks_FullMethodName:                            msgDB,
@@ -134,16 +143,18 @@ var grpcAccess = map[string]func(msg any) (db string, open bool){
 	remotesapi.ChunkStoreService_AddTableFiles_FullMethodName:           tokenMethod,
 }
 
-// msgDB reads the database of a request message with a Db field.
-func msgDB(msg any) (string, bool) {
+// msgDB reads the database of a request message with a Db field. A
+// message without one (none yet) names the database "", which only a
+// token for every database ("*") is granted.
+func msgDB(msg any) (string, need) {
 	if m, ok := msg.(interface{ GetDb() string }); ok {
-		return m.GetDb(), false
+		return m.GetDb(), needDB
 	}
-	return "", false
+	return "", needDB
 }
 
-func openMethod(any) (string, bool)  { return "", true }
-func tokenMethod(any) (string, bool) { return "", false }
+func openMethod(any) (string, need)  { return "", needNothing }
+func tokenMethod(any) (string, need) { return "", needToken }
 
 // pathValue returns a rule reading the wildcard {name} of the route's
 // pattern from the request's path (the auth layer runs before the mux
@@ -274,15 +285,14 @@ func (a *Auth) grpcCheck(ctx context.Context, method string, msg any) (context.C
 		a.Logger.Error("gRPC method has no access rule: refused", "method", method)
 		return ctx, status.Error(codes.PermissionDenied, "method "+method+" has no access rule")
 	}
-	db, open := rule(msg)
+	db, n := rule(msg)
 	token := ""
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		if v := md.Get("authorization"); len(v) > 0 {
 			token = bearerToken(v[0])
 		}
 	}
-	_, needDB := msg.(interface{ GetDb() string })
-	g, code := a.check(token, db, needDB, open)
+	g, code := a.check(token, db, n == needDB, n == needNothing)
 	switch code {
 	case codes.Unauthenticated:
 		a.Logger.Debug("refused: no known token", "method", method)

@@ -370,6 +370,26 @@ func TestAuthGRPC(t *testing.T) {
 	}
 }
 
+// TestAuthGRPCRuleDecides: whether a call needs a database is the rule's
+// to say, not the message's shape: a method whose rule names a database
+// from another field is checked against it (here a made-up rule over a
+// health request, whose message has no Db field).
+func TestAuthGRPCRuleDecides(t *testing.T) {
+	af := newAuthFixture(t, false)
+	const method = "/test.Repo/Get"
+	grpcAccess[method] = func(any) (string, need) { return "db2", needDB }
+	defer delete(grpcAccess, method)
+	for token, want := range map[string]codes.Code{"right": codes.PermissionDenied, "other": codes.OK, "wr0ng": codes.Unauthenticated} {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+		if _, err := af.auth.grpcCheck(ctx, method, &healthpb.HealthCheckRequest{}); status.Code(err) != want {
+			t.Errorf("token %s: %v, want %v", token, err, want)
+		}
+	}
+	if _, err := af.auth.grpcCheck(context.Background(), "/test.Unknown/Get", nil); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("method without a rule: %v", err)
+	}
+}
+
 // TestAuthRulesCoverRoutes checks that every route the handler serves has
 // an access rule, so no route is refused for want of one (nor, the
 // other way, open by mistake: there is no default).
