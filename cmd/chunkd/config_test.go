@@ -128,3 +128,19 @@ func TestStoreSecretWarning(t *testing.T) {
 		t.Fatalf("print-config shows the secret: %s", out)
 	}
 }
+
+// TestServeZeroSizes: zero sizes and durations are refused, as
+// docs/service.md says (in Go a zero server.Config field is the default;
+// on the command line zero is no "off").
+func TestServeZeroSizes(t *testing.T) {
+	for _, args := range [][]string{{"--mem", "0"}, {"--disk", "0"}, {"--store-timeout", "0s"}, {"--manifest-ttl", "0s"}, {"--client-timeout", "0s"}} {
+		_, errOut, err := chunkd(t, append([]string{"serve", "--store", t.TempDir(), "--cache-dir", t.TempDir()}, args...)...)
+		if exitCode(t, err) != 2 || !strings.Contains(errOut, "must be positive") {
+			t.Errorf("%v: %v %q", args, err, errOut)
+		}
+	}
+	_, errOut, _ := chunkdEnv(t, []string{"CHUNKD_MEM=0"}, "serve", "--store", t.TempDir(), "--cache-dir", t.TempDir())
+	if !strings.Contains(errOut, "must be positive") {
+		t.Errorf("CHUNKD_MEM=0: %q", errOut)
+	}
+}
