@@ -342,7 +342,47 @@ func warmService(ctx context.Context, r *Runner, binary string, ds *sqlDataset, 
 		svc.stop(false)
 		return nil, 0, err
 	}
+	if err := waitImage(ctx, ds, svc.url, cacheDir, 10*time.Minute); err != nil {
+		svc.stop(false)
+		return nil, 0, err
+	}
 	return svc, took, nil
+}
+
+// waitImage registers the head version's page image with the same-host
+// service at url (as the same-host path's first reader does) and waits
+// until the service has filled it: a warm service has its image too.
+func waitImage(ctx context.Context, ds *sqlDataset, url, cacheDir string, limit time.Duration) error {
+	c, err := client.Open(ctx, client.Options{Store: ds.far, DB: ds.db, Service: url, LocalDir: cacheDir, MemBytes: -1})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	root, err := sqlchunks.Head(ctx, c)
+	if err != nil {
+		return err
+	}
+	p, err := sqlchunks.OpenPages(ctx, c, root)
+	if err != nil {
+		return err
+	}
+	addrs := make([]addr.Addr, p.PageCount())
+	for i := range addrs {
+		addrs[i], _ = p.PageAddr(int64(i) + 1)
+	}
+	img, err := c.OpenImage(ctx, p.PageSize(), addrs)
+	if err != nil {
+		return fmt.Errorf("page image: %w", err)
+	}
+	defer img.Close()
+	deadline := time.Now().Add(limit)
+	for img.Filled() < len(addrs) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("page image: %d of %d pages filled after %v", img.Filled(), len(addrs), limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
 }
 
 // tierSplit is where the pages a path read came from, from the client's
@@ -355,6 +395,7 @@ type tierSplit struct {
 	svcDisk    int64 // the service, from a file on its disk
 	svcPartial int64 // the service, from a file still downloading
 	svcStore   int64 // the service, read through from the store
+	image      int64 // the service's page image on this host, mapped by the client
 	local      int64 // the service's files on this host, read by the client (LocalDir)
 	store      int64 // the store, read by the client itself
 	hedged     int64
@@ -369,6 +410,7 @@ func (t *tierSplit) add(st client.Stats, pages, ops int64) {
 	t.svcDisk += st.ServiceTiers.Disk
 	t.svcPartial += st.ServiceTiers.Partial
 	t.svcStore += st.ServiceTiers.Store + st.ServiceTiers.Other
+	t.image += st.ImageReads
 	t.local += st.LocalChunks
 	t.store += st.Store.Chunks - st.LocalChunks
 	t.hedged += st.Hedged
@@ -376,7 +418,7 @@ func (t *tierSplit) add(st client.Stats, pages, ops int64) {
 }
 
 func (t tierSplit) chunks() int64 {
-	return t.mem + t.svcMem + t.svcDisk + t.svcPartial + t.svcStore + t.local + t.store
+	return t.mem + t.svcMem + t.svcDisk + t.svcPartial + t.svcStore + t.image + t.local + t.store
 }
 
 // pct is n as a share of the chunks served, in percent ("–" for none).
@@ -396,15 +438,15 @@ func (t tierSplit) perOp(x int64) string {
 	return strconv.FormatFloat(float64(x)/float64(t.ops), 'f', 2, 64)
 }
 
-const tierTableHeader = "| pages read per op | client memory | service memory | service disk | service partial | service → store | same-host files | store | hedged | service errors |"
+const tierTableHeader = "| pages read per op | client memory | service memory | service disk | service partial | service → store | same-host image | same-host files | store | hedged | service errors |"
 
 // row renders the tier table's cells (after the leading columns).
 func (t tierSplit) row(local bool) string {
 	if local {
-		return fmt.Sprintf(" %s | – | – | – | – | – | – | – | – | – |", t.perOp(t.pageReads))
+		return fmt.Sprintf(" %s | – | – | – | – | – | – | – | – | – | – |", t.perOp(t.pageReads))
 	}
-	return fmt.Sprintf(" %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |", t.perOp(t.pageReads),
-		t.pct(t.mem), t.pct(t.svcMem), t.pct(t.svcDisk), t.pct(t.svcPartial), t.pct(t.svcStore), t.pct(t.local), t.pct(t.store), t.hedged, t.svcErrors)
+	return fmt.Sprintf(" %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |", t.perOp(t.pageReads),
+		t.pct(t.mem), t.pct(t.svcMem), t.pct(t.svcDisk), t.pct(t.svcPartial), t.pct(t.svcStore), t.pct(t.image), t.pct(t.local), t.pct(t.store), t.hedged, t.svcErrors)
 }
 
 // merge adds o's counts to t.
@@ -416,6 +458,7 @@ func (t *tierSplit) merge(o *tierSplit) {
 	t.svcDisk += o.svcDisk
 	t.svcPartial += o.svcPartial
 	t.svcStore += o.svcStore
+	t.image += o.image
 	t.local += o.local
 	t.store += o.store
 	t.hedged += o.hedged
@@ -429,7 +472,7 @@ func (t tierSplit) summary() string {
 		name string
 		n    int64
 	}{{"client memory", t.mem}, {"service memory", t.svcMem}, {"service disk", t.svcDisk}, {"service partial", t.svcPartial},
-		{"service → store", t.svcStore}, {"same-host files", t.local}, {"store", t.store}} {
+		{"service → store", t.svcStore}, {"same-host image", t.image}, {"same-host files", t.local}, {"store", t.store}} {
 		if x.n > 0 {
 			parts = append(parts, x.name+" "+t.pct(x.n))
 		}
@@ -470,7 +513,7 @@ func (t tierSplit) metrics(rep *Report, cs, path string, threads int) {
 		name string
 		n    int64
 	}{{"client_memory", t.mem}, {"service_memory", t.svcMem}, {"service_disk", t.svcDisk},
-		{"service_partial", t.svcPartial}, {"service_store", t.svcStore}, {"same_host_files", t.local}, {"store", t.store}} {
+		{"service_partial", t.svcPartial}, {"service_store", t.svcStore}, {"same_host_image", t.image}, {"same_host_files", t.local}, {"store", t.store}} {
 		rep.Metric(cs, path, threads, "hit_ratio_"+x.name, float64(x.n)/c)
 	}
 }

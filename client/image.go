@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/chunkd/chunkd/addr"
@@ -29,6 +30,8 @@ import (
 // and its bytes match the entry's CRC-32C, and asks the service to fill
 // the others (Fill), whose answers it hashes.
 //
+// A slot whose bytes fail their CRC (rot since the service wrote it) is
+// reported absent, and filled again by the service in the background.
 // An Image is safe for concurrent use. It stays readable after the service
 // evicts it or restarts (the mapped bytes never change); Fill then fails
 // with ErrImageGone, and the caller registers the image again.
@@ -40,6 +43,8 @@ type Image struct {
 	addrs    []addr.Addr
 	data     []byte // the .img file, mapped read-only
 	entries  []byte // the .slots file, mapped read-only
+	// repairing is set while a repair fill runs.
+	repairing atomic.Bool
 }
 
 // ErrNoImage: the client cannot have a page image: it needs a cache
@@ -117,11 +122,37 @@ func (im *Image) Read(i int, p []byte) (ok bool) {
 	slot := im.data[i*im.slotSize : (i+1)*im.slotSize]
 	n := copy(p, slot)
 	if n != im.slotSize || crc32.Checksum(p[:n], castagnoli) != uint32(e) {
-		im.c.ctr.imageBad.Add(1) // rot since the service wrote it: Fill rewrites it
+		im.c.ctr.imageBad.Add(1)
+		im.repair(i)
 		return false
 	}
 	im.c.ctr.imageReads.Add(1)
 	return true
+}
+
+// Filled counts the slots the service has filled.
+func (im *Image) Filled() int {
+	n := 0
+	for i := range im.addrs {
+		if atomic.LoadUint64((*uint64)(unsafe.Pointer(&im.entries[8*i])))&api.ImageSlotFilled != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// repair has the service fill slot i again, in the background, one
+// repair at a time (others are dropped: a later read asks again).
+func (im *Image) repair(i int) {
+	if !im.repairing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer im.repairing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		im.Fill(ctx, []int{i}, func(int, []byte) {})
+	}()
 }
 
 // Fill asks the service for slots (at most api.MaxBatch), which it writes

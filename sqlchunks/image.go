@@ -8,14 +8,13 @@ import (
 
 // PageImage is a version's pages mapped from a same-host cache service's
 // page image (client.Image is one): a page read from it costs a copy and
-// a CRC, no request.
+// a CRC, no request. The service fills it in the background; a page it
+// does not hold yet is read through the ChunkReader (which, on the same
+// host, reads the service's cached table files directly).
 type PageImage interface {
 	// Read copies slot i (page i+1) into p if the image holds it, checked,
 	// and reports whether it did.
 	Read(i int, p []byte) bool
-	// Fill asks the service for slots in one request and calls fn with
-	// each one's bytes, checked against its chunk's address.
-	Fill(ctx context.Context, slots []int, fn func(slot int, data []byte)) error
 	// Close releases the mapping.
 	Close() error
 }

@@ -60,6 +60,8 @@ func (h *sameHost) stop() {
 // page image.
 func (h *sameHost) open(t *testing.T, db string) (*client.Client, *sql.DB) {
 	t.Helper()
+	// (Each process reads its own pages: SQLite's page cache is per
+	// connection, and the client has no memory tier.)
 	c, err := client.Open(context.Background(), client.Options{Store: h.s, DB: db, Service: h.srv.URL, LocalDir: h.dir, MemBytes: -1, ServiceTimeout: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -117,10 +119,8 @@ func TestPageImage(t *testing.T) {
 	c1, d1 := h.open(t, "img")
 	sameResults(t, "first process", plain, d1, queries)
 	lap("first process")
-	if st := c1.Stats(); st.ImageReads+st.ImageFills == 0 {
-		t.Fatalf("first process did not use the image: %v", st)
-	}
-	waitImage(t, h.dir)
+	_ = c1
+	waitImage(t, h.dir) // the service's background fill
 
 	// A fresh process on the warm service: every page from the image.
 	c2, d2 := h.open(t, "img")
@@ -128,7 +128,7 @@ func TestPageImage(t *testing.T) {
 	sameResults(t, "second process", plain, d2, queries)
 	lap("second process")
 	st := c2.Stats().Sub(before)
-	if st.ImageReads == 0 || st.ImageFills != 0 || st.Service.Requests != 0 || st.Store.Requests != 0 {
+	if st.ImageReads == 0 || st.Service.Requests != 0 || st.Store.Requests != 0 || st.LocalReads != 0 {
 		t.Fatalf("second process: want every page from the image, no request: %v", st)
 	}
 

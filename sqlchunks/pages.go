@@ -3,7 +3,6 @@ package sqlchunks
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -23,10 +22,8 @@ type Pages struct {
 	v     Version
 	addrs []addr.Addr // page n is addrs[n-1]
 	// img, when the reader gives one (WithImages), is read first; pages
-	// it lacks are filled through it, or read through c when filling
-	// fails (fillFailed: then only what is mapped is read from it).
-	img        PageImage
-	fillFailed atomic.Bool
+	// it lacks are read through c.
+	img PageImage
 }
 
 // OpenPages reads the root chunk root and the whole page map of the
@@ -109,12 +106,12 @@ func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
 }
 
 // ReadPage implements sqlitevfs.Pages: from the page image when it holds
-// the page, else with one request (a fill of the image, or a Get).
+// the page, else with one Get.
 func (p *Pages) ReadPage(ctx context.Context, n int64, b []byte) error {
 	if err := p.check(n, 1, b); err != nil {
 		return err
 	}
-	if p.img != nil && (p.img.Read(int(n-1), b) || p.fill(ctx, n, [][]byte{b})) {
+	if p.img != nil && p.img.Read(int(n-1), b) {
 		return nil
 	}
 	data, err := p.c.Get(ctx, p.addrs[n-1])
@@ -129,7 +126,7 @@ func (p *Pages) ReadPage(ctx context.Context, n int64, b []byte) error {
 }
 
 // ReadPages implements sqlitevfs.PageRanger: from the page image what it
-// holds, the rest with one request (a fill, or a GetMany).
+// holds, the rest with one GetMany.
 func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 	if len(bs) == 0 {
 		return nil
@@ -147,11 +144,8 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 		if lo == len(bs) {
 			return nil
 		}
-		// Fill from the first page missing on (some after it may be
-		// mapped already: reading them again costs the service little).
-		if p.fill(ctx, first+int64(lo), bs[lo:]) {
-			return nil
-		}
+		// From the first page missing on, through the reader (some after
+		// it may be mapped already: reading them again costs little).
 		first, bs = first+int64(lo), bs[lo:]
 	}
 	return p.c.GetMany(ctx, p.addrs[first-1:first-1+int64(len(bs))], func(i int, data []byte) error {
@@ -162,34 +156,6 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 		copy(bs[i], data)
 		return nil
 	}) // errors name the chunks; the VFS adds the pages
-}
-
-// fill asks the page image for pages first.. into bs, and reports whether
-// it got them all. A failed fill turns fills off for these pages' life:
-// the service may have evicted the image or restarted; what is mapped is
-// still read, the rest goes through the reader.
-func (p *Pages) fill(ctx context.Context, first int64, bs [][]byte) bool {
-	if p.fillFailed.Load() || len(bs) > 4096 {
-		return false
-	}
-	slots := make([]int, len(bs))
-	for i := range bs {
-		slots[i] = int(first-1) + i
-	}
-	got := 0
-	err := p.img.Fill(ctx, slots, func(slot int, data []byte) {
-		if i := slot - int(first-1); i >= 0 && i < len(bs) && len(data) == len(bs[i]) {
-			copy(bs[i], data)
-			got++
-		}
-	})
-	if err != nil || got != len(bs) {
-		if ctx.Err() == nil {
-			p.fillFailed.Store(true)
-		}
-		return false
-	}
-	return true
 }
 
 func (p *Pages) check(first, n int64, b []byte) error {
