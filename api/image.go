@@ -21,6 +21,7 @@ import (
 // reading the same version shares one image) and keeps, under
 // DIR/images/:
 //
+//	<name>.req    the registration (EncodeImageRequest)
 //	<name>.img    slot i at offset i×SlotSize: chunk i's bytes, once filled
 //	<name>.slots  one little-endian u64 per slot: 0 while empty, else
 //	              ImageSlotFilled | CRC-32C (Castagnoli) of the slot's bytes
@@ -31,11 +32,12 @@ import (
 // whose entry says filled and whose bytes match the entry's CRC (rot since
 // the service wrote it is caught there), and asks the service to fill the
 // others (PatternImageFill): the answer carries their bytes, as frames of
-// a batch whose Index is the slot number. Images are emptied when the
-// service starts and evicted whole (least recently registered first) to
+// a batch whose Index is the slot number. Each image's registration is
+// kept beside it (<name>.req), so a restarted service finds its images
+// again. Images are evicted whole (least recently registered first) to
 // stay within their budget; a client holding the mapping of an evicted
-// image keeps reading what was filled (the bytes never change) and
-// registers again for the rest.
+// image keeps reading what was filled (the bytes never change) and reads
+// the rest through its other tiers.
 const (
 	// PatternImages is the route of POST an image registration: the body
 	// is EncodeImageRequest's, the answer an ImageInfo.

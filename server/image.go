@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,8 +22,11 @@ import (
 // images keeps the page images of the cache directory (api.PatternImages
 // documents them): files of chunks in a client's order, which clients on
 // this host map and read with no request per chunk. Bounded by max bytes
-// (of slots), evicting the least recently registered image whole. The
-// directory is emptied at startup: images are made again on demand.
+// (of slots), evicting the least recently registered image whole. Each
+// image's registration is kept beside it (<name>.req), so a restarted
+// service finds its images again: a slot's entry is written only after its
+// proven bytes, and readers check each slot's CRC, so a slot torn by a
+// crash is refilled, never served.
 type images struct {
 	dir string
 	max int64
@@ -51,13 +56,70 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func openImages(dir string, max int64, m *metrics) (*images, error) {
 	dir = filepath.Join(dir, api.CacheImagesDir)
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("cache directory: empty %s: %w", dir, err)
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache directory: %w", err)
 	}
-	return &images{dir: dir, max: max, m: m, byName: map[string]*image{}, fillSlots: make(chan struct{}, 1)}, nil
+	is := &images{dir: dir, max: max, m: m, byName: map[string]*image{}, fillSlots: make(chan struct{}, 1)}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cache directory: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".req")
+		if !ok {
+			continue
+		}
+		if im, err := is.reopen(name); err == nil {
+			keep[name] = true
+			is.byName[name] = im
+			is.used += int64(im.slotSize) * int64(len(im.addrs))
+		}
+	}
+	for _, e := range ents { // what no kept image owns: orphans of a crash, damaged images
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".req"), ".img"), ".slots")
+		if !keep[base] {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	is.mu.Lock()
+	for is.used > is.max {
+		is.evictOneLocked()
+	}
+	is.mu.Unlock()
+	m.imageBytes.Set(float64(is.used))
+	return is, nil
+}
+
+// reopen finds image name again after a restart, if its three files agree.
+func (is *images) reopen(name string) (*image, error) {
+	req, err := os.ReadFile(filepath.Join(is.dir, name+".req"))
+	if err != nil {
+		return nil, err
+	}
+	slotSize, addrs, err := api.ReadImageRequest(bytes.NewReader(req))
+	if err != nil {
+		return nil, err
+	}
+	if api.ImageName(slotSize, addrs) != name {
+		return nil, fmt.Errorf("image %s: its request names another image", name)
+	}
+	im := &image{name: name, slotSize: slotSize, addrs: addrs}
+	fi, err := os.Stat(im.dataPath(is.dir))
+	if err != nil || fi.Size() != int64(slotSize)*int64(len(addrs)) {
+		return nil, fmt.Errorf("image %s: data file missing or of the wrong size", name)
+	}
+	im.lastUse.Store(fi.ModTime().UnixNano())
+	if im.data, err = os.OpenFile(im.dataPath(is.dir), os.O_RDWR, 0); err != nil {
+		return nil, err
+	}
+	if err := im.mapEntries(is.dir, false); err != nil {
+		im.data.Close()
+		return nil, err
+	}
+	// The database is not kept: a background fill after a restart runs
+	// only for images registered again (which names it).
+	return im, nil
 }
 
 // get returns image name, or nil.
@@ -76,7 +138,7 @@ func (is *images) get(name string) *image {
 func (is *images) register(db string, slotSize int, addrs []addr.Addr) (im *image, created bool, err error) {
 	name := api.ImageName(slotSize, addrs)
 	if im := is.get(name); im != nil {
-		return im, false, nil
+		return im, im.adopt(db), nil
 	}
 	size := int64(slotSize) * int64(len(addrs))
 	if size > is.max {
@@ -92,6 +154,10 @@ func (is *images) register(db string, slotSize int, addrs []addr.Addr) (im *imag
 	}
 	im = &image{name: name, db: db, slotSize: slotSize, addrs: addrs}
 	if err := im.create(is.dir, size); err != nil {
+		return nil, false, err
+	}
+	if err := os.WriteFile(filepath.Join(is.dir, name+".req"), api.EncodeImageRequest(slotSize, addrs), 0o644); err != nil {
+		im.remove(is.dir)
 		return nil, false, err
 	}
 	im.lastUse.Store(time.Now().UnixNano())
@@ -114,13 +180,28 @@ func (im *image) create(dir string, size int64) (err error) {
 	if err := im.data.Truncate(size); err != nil { // sparse until filled
 		return err
 	}
-	ef, err := os.OpenFile(im.entriesPath(dir), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	return im.mapEntries(dir, true)
+}
+
+// mapEntries maps the .slots file read-write: a new, empty one, or the one
+// there (which must be of the image's size).
+func (im *image) mapEntries(dir string, create bool) error {
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE | os.O_TRUNC
+	}
+	ef, err := os.OpenFile(im.entriesPath(dir), flags, 0o644)
 	if err != nil {
 		return err
 	}
 	defer ef.Close()
 	n := 8 * len(im.addrs)
-	if err := ef.Truncate(int64(n)); err != nil {
+	if create {
+		err = ef.Truncate(int64(n))
+	} else if fi, serr := ef.Stat(); serr != nil || fi.Size() != int64(n) {
+		err = fmt.Errorf("%s: not %d bytes", ef.Name(), n)
+	}
+	if err != nil {
 		return err
 	}
 	im.entries, err = syscall.Mmap(int(ef.Fd()), 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
@@ -148,6 +229,7 @@ func (im *image) remove(dir string) {
 	}
 	os.Remove(im.dataPath(dir))
 	os.Remove(im.entriesPath(dir))
+	os.Remove(filepath.Join(dir, im.name+".req"))
 }
 
 // evictOneLocked removes the least recently registered image.
@@ -167,14 +249,38 @@ func (is *images) evictOneLocked() {
 	victim.remove(is.dir)
 }
 
-// close removes every image (they are not kept across restarts).
+// close unmaps and closes every image; the files stay for the next start.
 func (is *images) close() {
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	for _, im := range is.byName {
-		im.remove(is.dir)
+		im.mu.Lock()
+		if im.entries != nil {
+			syscall.Munmap(im.entries)
+			im.entries = nil
+		}
+		if im.data != nil {
+			used := time.Unix(0, im.lastUse.Load())
+			os.Chtimes(im.dataPath(is.dir), used, used) // eviction order after the restart
+			im.data.Close()
+			im.data = nil
+		}
+		im.mu.Unlock()
 	}
 	is.byName = map[string]*image{}
+}
+
+// adopt gives an image found again after a restart the database of its
+// first registration since, and reports whether it did: that
+// registration starts the background fill of what is still empty.
+func (im *image) adopt(db string) bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.db != "" {
+		return false
+	}
+	im.db = db
+	return true
 }
 
 // entry returns slot i's entry word in the mapped .slots file (im.mu

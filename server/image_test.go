@@ -98,11 +98,19 @@ func TestImages(t *testing.T) {
 	if err := f.cache.FillImage(ctx, "db1", oi.Name, []uint32{0}, func(uint32, []byte) error { return nil }); kindOf(err) != KindUnknownChunk {
 		t.Fatalf("fill of a chunk the database does not hold: %v", err)
 	}
-	// Restart: images are not kept.
+	// Restart: the image is found again, whole; an image whose files do
+	// not agree (its request rewritten) is removed.
 	f.cache.Close()
+	os.WriteFile(filepath.Join(f.dir, api.CacheImagesDir, oi.Name+".req"), []byte("garbage"), 0o644)
 	f.open(Config{MemBytes: 1})
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("image kept across a restart: %v", err)
+	if n := checkImage(t, f, info, addrs); n != len(addrs) {
+		t.Fatalf("after a restart %d of %d slots", n, len(addrs))
+	}
+	if err := f.cache.FillImage(ctx, "db1", info.Name, []uint32{3}, func(uint32, []byte) error { return nil }); err != nil {
+		t.Fatalf("fill after a restart: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, api.CacheImagesDir, oi.Name+".img")); !os.IsNotExist(err) {
+		t.Fatalf("a damaged image kept: %v", err)
 	}
 }
 

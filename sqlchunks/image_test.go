@@ -167,9 +167,9 @@ func TestPageImage(t *testing.T) {
 	}
 	lap("image cut short")
 
-	// The service restarts under a running client (the image is gone from
-	// its directory): the client's mapping still reads, misses are read
-	// through the tiers.
+	// The service restarts under running clients: their mappings still
+	// read (the image is found again; one was cut short above), misses are
+	// read through the tiers.
 	h.stop()
 	h.start(t)
 	sameResults(t, "after a service restart", plain, d2, queries)
