@@ -149,6 +149,12 @@ func (m *sqlMeasure) query(ctx context.Context, run int, q sqlQuery, ids []int64
 			_, err = m.path(ctx, run, q, ids, pathWarm, local.rows, viaService)
 		}
 		if err == nil {
+			// Warm on the same host: the service has the version's page
+			// image (a first same-host reader registered it; the service
+			// filled it in the background).
+			err = waitImage(ctx, ds, svc.url, m.svcDir, 10*time.Minute)
+		}
+		if err == nil {
 			_, err = m.path(ctx, run, q, ids, pathSameHost, local.rows, func() (*sqlDB, error) {
 				return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, local: m.svcDir, log: cfg.Log})
 			})
