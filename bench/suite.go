@@ -59,6 +59,7 @@ func init() {
 		{name: "bigdata", run: runBigdata, baseline: "memory", synopsis: "uniform random reads of a data set several times the service's memory: ops/s, latency, disk reads per read (goal 1.00)"},
 		{name: "sql", run: runSQL, baseline: pathLocal, synopsis: "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"},
 		{name: "sysbench", run: runSysbench, baseline: pathLocal, threads: "threads", synopsis: "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"},
+		{name: "clone", run: runClone, baseline: pathStoreDirect, threads: "clients", unit: "MB/s", synopsis: "Dolt clones through the service (the requests dolt clone makes, replayed) against from the store: cold and warm clone times, store bytes per clone"},
 		{name: "title5", run: runTitle5, baseline: pathLocal, threads: "threads", unit: "tps", synopsis: "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"},
 	} {
 		Register(s)

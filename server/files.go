@@ -192,11 +192,6 @@ const (
 // and waiting reads each byte from the store once.
 const followWindow = 4 << 20
 
-// followStall is how long Copy waits for a download that brings no bytes
-// (one waiting for a download slot, or stalled) before it reads the rest
-// from the store.
-const followStall = 500 * time.Millisecond
-
 // Copy writes bytes [off, off+n) of the file to w, block by block, each
 // block widened to whole units (tablefile.Unit: records, archive spans,
 // the index region) and proven before any of it is written:
@@ -311,10 +306,9 @@ func (t *table) inFlight() *download {
 }
 
 // waitFor reports whether the first end bytes of dl have arrived. While
-// following, it waits for them if they are at most followWindow away and
-// the download makes progress; a download that brings nothing for
-// followStall stops the following. ended says dl finished (or failed)
-// meanwhile.
+// following, it waits for them if they are at most followWindow away; a
+// download that brings nothing for StoreTimeout stops the following.
+// ended says dl finished (or failed) meanwhile.
 func (r *FileReader) waitFor(ctx context.Context, dl *download, end int64, follow bool) (ok, ended, stillFollow bool) {
 	const maxPause = 8 * time.Millisecond
 	pause := 250 * time.Microsecond
@@ -330,7 +324,10 @@ func (r *FileReader) waitFor(ctx context.Context, dl *download, end int64, follo
 			return false, false, follow
 		case got > arrived:
 			arrived, since = got, time.Now()
-		case time.Since(since) > followStall:
+		case time.Since(since) > r.t.env.cfg.StoreTimeout:
+			// Waiting for a download slot, or stalled (its own watchdog
+			// ends it after as long): read the rest from the store.
+			// Reading it through any sooner reads it from the store twice.
 			return false, false, false
 		}
 		time.Sleep(pause)
