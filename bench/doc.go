@@ -7,6 +7,7 @@
 //	chunkd bench sql     --scale small --out /tmp/bench-sql
 //	chunkd bench sysbench --scale small --out /tmp/bench-sysbench
 //	chunkd bench title5  --scale small --out /tmp/bench-title5
+//	chunkd bench clone   --scale small --out /tmp/bench-clone
 //	chunkd bench -h      # every flag, and the registered suites
 //
 // (or "go run ./cmd/chunkd bench ..." from the repository). --scale small
