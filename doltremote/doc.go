@@ -37,21 +37,23 @@
 // is a 416, and a Range header naming several ranges is ignored (200). The
 // bytes come from the service's verified copy on disk when it has one; else
 // from the part of a download in flight that has arrived, or read through
-// from the store while the file downloads in the background.
+// from the store while the file downloads in the background. With tokens,
+// download URLs are signed (Config.SignKey) and others refused.
 //
 // # What is verified where
 //
-// A copy on the service's disk was checked whole before it was kept: index,
-// every record's CRC (or zstd frame), every chunk's address. Bytes served
-// before the copy is complete (from a download in flight or read through)
-// are checked per chunk: each chunk record the response covers is read
-// whole, decoded and hashed before any byte of it is sent, and a record
-// that fails from the store fails the response (the client sees a cut
-// transfer, never a wrong chunk). The bytes of such a response that are not
-// chunk records (a file's index and footer, archive dictionaries) pass as
-// the store has them. Dolt checks what it reads too: the CRC of snappy
-// records as it reads them, and the address of every chunk it writes to
-// its own store on fetch and pull.
+// Nothing leaves unproven (server.FileReader.Copy): each block of a
+// download is widened to whole units (records, archive spans, the index
+// region) and every unit is proven before any byte of the block is sent.
+// From the service's verified copy on disk, records and spans are checked
+// by CRC-32C against the copy's sums and the index region by SHA-256.
+// From a download in flight or the store, every chunk is decoded and
+// hashed to its address, every archive dictionary is proven by decoding a
+// chunk compressed with it, and the index region is hashed against the
+// index the service opened. A unit that fails from the store fails the
+// response: an error status before the first byte, a cut transfer after
+// (the client never sees a wrong chunk or a short file). Dolt itself
+// checks the CRC of snappy records, not the hashes of fetched chunks.
 //
 // # Read only
 //
