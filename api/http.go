@@ -159,3 +159,35 @@ func ReadError(resp *http.Response) *Error {
 	}
 	return e
 }
+
+// PatternRoot is the route of GET a database's current root
+// (RootPath; ?fresh=1 asks for a strictly fresh one).
+const PatternRoot = "GET /v1/dbs/{db}/root"
+
+// RootPath returns the URL path of database db's root: /v1/dbs/{db}/root.
+// With fresh, the service checks the store's manifest before it answers.
+func RootPath(db string, fresh bool) string {
+	if fresh {
+		return DBPath(db) + "/root?fresh=1"
+	}
+	return DBPath(db) + "/root"
+}
+
+// RootInfo is a database's current root as the service knows it, and how
+// fresh that knowledge is: the service checks the store's manifest at
+// most every ManifestTTL before it answers (and at once when asked for a
+// fresh root), so Root is at most that old unless Stale says the store
+// could not be asked.
+type RootInfo struct {
+	// Root is the root address in its text form.
+	Root string `json:"root"`
+	// AgeMS is how long ago, in milliseconds, the service last read or
+	// checked the manifest; -1 when it never has since it started (the
+	// root is from the state it saved: see Stale).
+	AgeMS int64 `json:"age_ms"`
+	// TTLMS is the service's --manifest-ttl in milliseconds.
+	TTLMS int64 `json:"ttl_ms"`
+	// Stale says the service could not check the store this time (down,
+	// or denying access): Root is the last one it knows.
+	Stale bool `json:"stale,omitempty"`
+}

@@ -113,6 +113,11 @@ type Options struct {
 	// IndexTail is how many bytes of a table file's end the first read
 	// of its index fetches. 0 means DefaultIndexTail.
 	IndexTail int
+	// FreshRoot asks the cache service for a strictly fresh root: it
+	// checks the store's manifest before it answers (one HEAD when it has
+	// not changed). By default the service answers a root at most its
+	// --manifest-ttl old, with no store round trip.
+	FreshRoot bool
 	// LocalDir is the cache directory (--cache-dir) of a cache service on
 	// this host. Table files the service has verified and kept there are
 	// read directly, in the reading goroutine, skipping the service's HTTP
@@ -321,8 +326,14 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 			c.Close()
 			return nil, err
 		}
-	default:
+	case o.LocalDir != "":
+		// The service's files on this host are found through the
+		// manifest: load it now (reads go to the service meanwhile).
 		c.st.startLoad()
+	default:
+		// The root comes from the service, and so do the chunks: the
+		// store is read (its manifest first) only when the service fails
+		// or is slow.
 	}
 	return c, nil
 }

@@ -1154,12 +1154,22 @@ func serviceWithCopy(t *testing.T) (s store.Store, db *testdb.DB, dir, url strin
 	}
 }
 
+// waitLoaded waits until c's store tier has loaded the manifest and the
+// indexes (with the local copies): until then reads go to the service.
+func waitLoaded(t *testing.T, c *Client) {
+	t.Helper()
+	if _, err := c.st.current(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLocalDir reads the files a service on this host has verified
 // directly, and the files it has not through the service.
 func TestLocalDir(t *testing.T) {
 	s, db, dir, url := serviceWithCopy(t)
 	first := db.Files[0]
 	c := open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir})
+	waitLoaded(t, c)
 	getMany(t, c, db, first.Addrs)
 	st := c.Stats()
 	if st.LocalReads == 0 || st.LocalChunks != int64(len(first.Addrs)) || st.Service.Chunks != 0 || st.Store.Chunks != int64(len(first.Addrs)) {
@@ -1171,6 +1181,7 @@ func TestLocalDir(t *testing.T) {
 	}
 	// One chunk at a time, with no memory tier: each a read of the file.
 	c = open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir, MemBytes: -1})
+	waitLoaded(t, c)
 	for _, a := range first.Addrs {
 		get(t, c, db, a)
 	}
@@ -1204,6 +1215,7 @@ func TestLocalDirChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir, MemBytes: -1})
+	waitLoaded(t, c)
 	get(t, c, db, first.Addrs[1])
 	get(t, c, db, first.Addrs[3])
 	if st := c.Stats(); st.Store.Requests != 1 || st.StoreBad != 1 || st.LocalChunks != 1 {
@@ -1235,6 +1247,7 @@ func TestLocalDirChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir, MemBytes: -1})
+	waitLoaded(t, c)
 	get(t, c, db, first.Addrs[0]) // from the service, which holds it in memory
 	if st := c.Stats(); st.LocalReads != 0 {
 		t.Fatalf("a copy that is not the verified file was read: %+v", st)
@@ -1245,6 +1258,7 @@ func TestLocalDirChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = open(t, Options{Store: s, DB: "db1", Service: url, LocalDir: dir, MemBytes: -1})
+	waitLoaded(t, c)
 	if _, err := c.Get(context.Background(), first.Addrs[2]); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("mislabelled chunk, unhashed layout: %v", err)
 	}

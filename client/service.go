@@ -42,9 +42,10 @@ type service interface {
 	// calls fn at most once per position j of as, from one goroutine.
 	// On an error, positions fn was not called for were not answered.
 	getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error
-	// root asks for the root of the database's version the service
-	// reads (its manifest's).
-	root(ctx context.Context) (addr.Addr, error)
+	// root asks for the root of the database's current version, as the
+	// service knows it (at most its --manifest-ttl old), or, with fresh,
+	// checked against the store's manifest first.
+	root(ctx context.Context, fresh bool) (addr.Addr, error)
 	close() error
 	// String is the service's address, for messages.
 	String() string
@@ -181,8 +182,8 @@ func (h *httpService) get(ctx context.Context, a addr.Addr) (reply, error) {
 	return reply{data: data, tier: tier, found: true}, nil
 }
 
-func (h *httpService) root(ctx context.Context) (addr.Addr, error) {
-	req, err := h.newRequest(ctx, http.MethodGet, api.DBPath(h.db), nil)
+func (h *httpService) root(ctx context.Context, fresh bool) (addr.Addr, error) {
+	req, err := h.newRequest(ctx, http.MethodGet, api.RootPath(h.db, fresh), nil)
 	if err != nil {
 		return addr.Addr{}, err
 	}
@@ -197,9 +198,12 @@ func (h *httpService) root(ctx context.Context) (addr.Addr, error) {
 	if resp.StatusCode != http.StatusOK {
 		return addr.Addr{}, statusError(h.base, resp)
 	}
-	var info api.DBInfo
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
+	var info api.RootInfo
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
 		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: %w", h.base, h.db, err)
+	}
+	if fresh && info.Stale {
+		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: a fresh root was asked for, but the service could not check the store's manifest", h.base, h.db)
 	}
 	root, err := addr.Parse(info.Root)
 	if err != nil {
@@ -304,7 +308,7 @@ func (g *grpcService) String() string { return g.target }
 func (g *grpcService) close() error { return g.conn.Close() }
 
 // root is not in the gRPC API; over gRPC the root comes from the store.
-func (g *grpcService) root(context.Context) (addr.Addr, error) {
+func (g *grpcService) root(context.Context, bool) (addr.Addr, error) {
 	return addr.Addr{}, fmt.Errorf("client: cache service %s: the gRPC API does not give a database's root; give the store too, or the service's HTTP address", g.target)
 }
 

@@ -58,3 +58,36 @@ func TestServiceOnly(t *testing.T) {
 		t.Fatal("Open with LocalDir and no store succeeded")
 	}
 }
+
+// TestOpenThroughService: a client given the service and a store opens
+// the database's current version through the service alone: the root
+// and every chunk come from it, and the store is not touched (no
+// manifest read) unless the service fails.
+func TestOpenThroughService(t *testing.T) {
+	s := newStore(t)
+	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
+	srv := startHTTP(t, s, server.ReadThrough)
+	ctx := context.Background()
+	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, ServiceTimeout: -1})
+	root, err := c.Root(ctx)
+	if err != nil || root != db.Root {
+		t.Fatalf("Root = %s, %v", root, err)
+	}
+	getMany(t, c, db, db.All())
+	if st := c.Stats(); st.ManifestLoads != 0 || st.Store.Requests != 0 || st.TablesOpened != 0 || st.Service.Chunks != int64(len(db.All())) {
+		t.Fatalf("want nothing from the store: %v (manifest loads %d, tables opened %d)", st, st.ManifestLoads, st.TablesOpened)
+	}
+	// Strictly fresh: the service checks the store's manifest first.
+	cf := open(t, Options{Store: s, DB: "db1", Service: srv.URL, FreshRoot: true})
+	if root, err := cf.Root(ctx); err != nil || root != db.Root {
+		t.Fatalf("fresh Root = %s, %v", root, err)
+	}
+	// The service gone: the root comes from the store's manifest.
+	c2 := open(t, Options{Store: s, DB: "db1", Service: refusedURL(t, "http")})
+	if root, err := c2.Root(ctx); err != nil || root != db.Root {
+		t.Fatalf("Root with the service down = %s, %v", root, err)
+	}
+	if st := c2.Stats(); st.ManifestLoads == 0 {
+		t.Fatalf("service down: the manifest was not read: %v", st)
+	}
+}

@@ -36,25 +36,25 @@ type storeTier struct {
 	firstRoot  addr.Addr
 	firstLocal []*table // local copies found by the first load, published with the root
 
-	svcRoot addr.Addr // without a store: the root the service gave (guarded by mu)
+	svcMu   sync.Mutex // guards svcRoot, held while the service is asked
+	svcRoot addr.Addr  // the root the service gave
 }
 
-// localTables returns the table files opened from Options.LocalDir,
-// waiting only for the manifest when nothing is loaded yet.
+// localTables returns the table files opened from Options.LocalDir, as
+// far as the store tier has loaded them; it does not wait.
 func (s *storeTier) localTables(ctx context.Context) []*table {
 	s.mu.Lock()
 	cur := s.cur
 	s.mu.Unlock()
 	if cur == nil {
-		if _, err := s.root(ctx); err != nil {
+		// Not loaded yet: the files the first load found, if it has got
+		// that far; else none for now (the service answers meanwhile).
+		select {
+		case <-s.rootReady:
+			return s.firstLocal
+		default:
 			return nil
 		}
-		s.mu.Lock()
-		cur = s.cur
-		s.mu.Unlock()
-	}
-	if cur == nil {
-		return s.firstLocal
 	}
 	var out []*table
 	for _, t := range cur.tables {
@@ -68,12 +68,18 @@ func (s *storeTier) localTables(ctx context.Context) []*table {
 // errNoStore is the store tier's answer when there is no store.
 var errNoStore = errors.New("client: no store (Options.Store): the cache service is the only tier")
 
-// root returns the root of the current version, waiting only for the
-// manifest when nothing is loaded yet. Without a store, the service
-// says.
+// root returns the root of the current version: the service's, when
+// there is one that answers (no store round trip; at most its
+// --manifest-ttl old, or checked first with Options.FreshRoot), else the
+// store manifest's, waiting only for the manifest when nothing is loaded
+// yet.
 func (s *storeTier) root(ctx context.Context) (addr.Addr, error) {
-	if s.mdb == nil {
-		return s.serviceRoot(ctx)
+	if s.c.svc != nil {
+		root, err := s.serviceRoot(ctx)
+		if err == nil || s.mdb == nil {
+			return root, err
+		}
+		s.c.log.Warn("the cache service did not give the root; reading the store's manifest", "db", s.c.opts.DB, "err", err)
 	}
 	s.mu.Lock()
 	if cur := s.cur; cur != nil {
@@ -263,12 +269,12 @@ func (s *storeTier) startLoadLocked() chan struct{} {
 // serviceRoot returns the root the service reads, asking it once (until a
 // refresh).
 func (s *storeTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.svcMu.Lock()
+	defer s.svcMu.Unlock()
 	if !s.svcRoot.IsEmpty() {
 		return s.svcRoot, nil
 	}
-	root, err := s.c.svc.root(ctx)
+	root, err := s.c.svc.root(ctx, s.c.opts.FreshRoot)
 	if err != nil {
 		return addr.Addr{}, err
 	}
@@ -278,12 +284,14 @@ func (s *storeTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
 
 // refresh loads the manifest again, keeping the tables already open.
 func (s *storeTier) refresh(ctx context.Context) error {
-	if s.mdb == nil {
-		s.mu.Lock()
+	if s.c.svc != nil {
+		s.svcMu.Lock()
 		s.svcRoot = addr.Addr{}
-		s.mu.Unlock()
-		_, err := s.serviceRoot(ctx)
-		return err
+		s.svcMu.Unlock()
+		if s.mdb == nil {
+			_, err := s.serviceRoot(ctx)
+			return err
+		}
 	}
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()

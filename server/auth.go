@@ -69,6 +69,7 @@ var httpAccess = map[string]access{
 	api.PatternChunk:     pathDB,
 	api.PatternChunks:    pathDB,
 	api.PatternDB:        pathDB,
+	api.PatternRoot:      pathDB,
 	api.PatternImages:    pathDB,
 	api.PatternImageFill: pathDB,
 	// The list shows only the databases the token grants (view.go).

@@ -269,6 +269,17 @@ func (c *Cache) DBInfo(ctx context.Context, db string) (api.DBInfo, error) {
 	return d.info(), nil
 }
 
+// Root returns database db's current root and how fresh it is (see
+// api.RootInfo); fresh asks the service to check the store's manifest
+// first (one HEAD when it has not changed).
+func (c *Cache) Root(ctx context.Context, db string, fresh bool) (api.RootInfo, error) {
+	d, err := c.database(ctx, db)
+	if err != nil {
+		return api.RootInfo{}, err
+	}
+	return d.currentRoot(ctx, fresh)
+}
+
 // Ready says whether the service can serve, and how: "" when all is well,
 // else what a reader should know (the store is unreachable or denies
 // access, and reads are served from the files on disk).

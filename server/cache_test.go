@@ -915,3 +915,81 @@ func (t *table) downloading() bool {
 	defer t.mu.Unlock()
 	return t.dl != nil
 }
+
+// countingStore counts the store calls by kind.
+type countingStore struct {
+	store.Store
+	heads, opens, gets atomic.Int64
+}
+
+func (c *countingStore) Head(ctx context.Context, key string) (store.Info, error) {
+	c.heads.Add(1)
+	return c.Store.Head(ctx, key)
+}
+
+func (c *countingStore) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
+	c.opens.Add(1)
+	return c.Store.Open(ctx, key)
+}
+
+func (c *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, key)
+}
+
+// TestRoot: the root is answered from what the service holds while its
+// manifest is younger than ManifestTTL; a fresh root costs one HEAD when
+// the manifest has not changed, and sees a new version when it has; a
+// store that cannot be asked gives the last root, marked stale.
+func TestRoot(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
+	cs := &countingStore{Store: f.fs}
+	f.cache.Close()
+	cfg := Config{ManifestTTL: time.Hour, Store: cs, CacheDir: f.dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	info, err := c.Root(ctx, "db1", false)
+	if err != nil || info.Root != f.db.Root.String() || info.AgeMS < 0 || info.Stale || info.TTLMS != time.Hour.Milliseconds() {
+		t.Fatalf("Root: %+v, %v", info, err)
+	}
+	opens, heads := cs.opens.Load(), cs.heads.Load()
+	if _, err := c.Root(ctx, "db1", false); err != nil || cs.opens.Load() != opens || cs.heads.Load() != heads {
+		t.Fatalf("a second Root within the TTL asked the store: %v", err)
+	}
+	if info, err := c.Root(ctx, "db1", true); err != nil || info.Root != f.db.Root.String() || cs.heads.Load() != heads+1 || cs.opens.Load() != opens {
+		t.Fatalf("fresh Root of an unchanged manifest: %+v, %v; heads %d→%d, opens %d→%d", info, err, heads, cs.heads.Load(), opens, cs.opens.Load())
+	}
+	// A new version in the store: a fresh root sees it.
+	next, err := testdb.Make(ctx, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := f.fs.List(ctx, "db2/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs { // db2's files and manifest become db1's
+		b, err := f.fs.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.fs.Put(ctx, "db1/"+strings.TrimPrefix(o.Key, "db2/"), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, err := c.Root(ctx, "db1", false); err != nil || info.Root != f.db.Root.String() {
+		t.Fatalf("Root within the TTL: %+v, %v (the old root, by contract)", info, err)
+	}
+	if info, err := c.Root(ctx, "db1", true); err != nil || info.Root != next.Root.String() {
+		t.Fatalf("fresh Root after a new version: %+v, %v; want %s", info, err, next.Root)
+	}
+	// The store goes away: the last root, stale.
+	f.fs.down.Store(true)
+	if info, err := c.Root(ctx, "db1", true); err != nil || !info.Stale || info.Root != next.Root.String() {
+		t.Fatalf("fresh Root with the store down: %+v, %v", info, err)
+	}
+}

@@ -32,6 +32,7 @@ type database struct {
 	// database is built from its saved state only (state.go), which is
 	// never enough to call a chunk absent.
 	loadedAt time.Time
+	version  string // the manifest object's version when last read ("" unknown)
 	// missing counts table files the database has but the service could
 	// not open: files not on disk when it was built from its saved state,
 	// or files whose index is unreadable. Until a refresh opens them, a
@@ -133,7 +134,12 @@ func (d *database) refresh(ctx context.Context) error {
 			return t.idx, t, nil
 		},
 	}
-	m, _, err := loader.Manifest(ctx)
+	if unchanged, err := d.manifestUnchanged(ctx); err != nil {
+		return err
+	} else if unchanged {
+		return nil
+	}
+	m, version, err := loader.Manifest(ctx)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return errorf(KindUnknownDB, nil, "unknown database %q: no manifest in %s", d.name, e.store)
@@ -178,8 +184,77 @@ func (d *database) refresh(ctx context.Context) error {
 	}
 	d.publish(m.Root, tables, byName, len(set.Failed), missingErr, time.Now())
 	d.setManifest(m) // files.go
+	d.mu.Lock()
+	d.version = version
+	d.mu.Unlock()
 	d.saveState()
 	return nil
+}
+
+// manifestUnchanged checks the manifest object's version with one HEAD
+// (a conditional read): when it is the version last read and every file
+// opened, the database is as it was, and only loadedAt moves.
+func (d *database) manifestUnchanged(ctx context.Context) (bool, error) {
+	d.mu.RLock()
+	version, missing := d.version, d.missing
+	d.mu.RUnlock()
+	if version == "" || missing > 0 {
+		return false, nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, d.env.cfg.StoreTimeout)
+	info, err := d.env.store.Head(hctx, d.mdb.ManifestKey())
+	cancel()
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil // the full read says what is wrong
+		}
+		return false, storeErr(err, "check the manifest of database %q", d.name)
+	}
+	if info.Version != version {
+		return false, nil
+	}
+	d.mu.Lock()
+	d.loadedAt = time.Now()
+	d.mu.Unlock()
+	return true, nil
+}
+
+// currentRoot returns the root with how fresh it is: checked within
+// ManifestTTL (at once when fresh is asked), or the last known one
+// marked stale when the store cannot be asked.
+func (d *database) currentRoot(ctx context.Context, fresh bool) (api.RootInfo, error) {
+	var err error
+	if fresh {
+		err = d.refreshNow(ctx)
+	} else {
+		err = d.refreshShared(ctx) // a no-op while the manifest is fresh
+	}
+	d.mu.RLock()
+	info := api.RootInfo{Root: d.root.String(), AgeMS: -1, TTLMS: d.env.cfg.ManifestTTL.Milliseconds()}
+	if !d.loadedAt.IsZero() {
+		info.AgeMS = time.Since(d.loadedAt).Milliseconds()
+	}
+	known := !d.root.IsEmpty()
+	d.mu.RUnlock()
+	if err != nil {
+		if !known || !isStoreFailure(err) {
+			return api.RootInfo{}, err
+		}
+		info.Stale = true
+	}
+	return info, nil
+}
+
+// refreshNow reads (or checks) the manifest now, for a caller that wants
+// a strictly fresh answer: it shares a read only with other such callers.
+func (d *database) refreshNow(ctx context.Context) error {
+	ch := d.refreshes.DoChan("now", func() (any, error) { return nil, d.refresh(d.env.ctx) })
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return errorf(KindCanceled, ctx.Err(), "database %q: waiting for its manifest", d.name)
+	}
 }
 
 // publish replaces what the database serves.

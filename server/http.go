@@ -30,6 +30,7 @@ func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	mux.HandleFunc(api.PatternDBs, h.observe("http_list_dbs", h.listDBs))
 	mux.HandleFunc(api.PatternCache, h.observe("http_cache", h.cacheSummary))
 	mux.HandleFunc(api.PatternDropCache, h.observe("http_drop_cache", h.dropCache))
+	mux.HandleFunc(api.PatternRoot, h.observe("http_root", h.root))
 	mux.HandleFunc(api.PatternImages, h.observe("http_register_image", h.registerImage))
 	mux.HandleFunc(api.PatternImageFill, h.observe("http_fill_image", h.fillImage))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
@@ -222,6 +223,17 @@ func (h *httpAPI) stream(w http.ResponseWriter, r *http.Request, rc *http.Respon
 	if err := fw.Flush(); err == nil {
 		bw.Flush()
 	}
+}
+
+// root answers a database's current root (api.PatternRoot).
+func (h *httpAPI) root(w http.ResponseWriter, r *http.Request) {
+	info, err := h.c.Root(r.Context(), r.PathValue("db"), r.URL.Query().Get("fresh") == "1")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	json.NewEncoder(w).Encode(info)
 }
 
 // registerImage answers an image registration (api.PatternImages).
