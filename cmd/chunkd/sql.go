@@ -26,7 +26,7 @@ import (
 // the client tiers, or on a plain local file (the baseline).
 type sqlCommand struct{ cmdBase }
 
-const sqlUsage = `sql (--store URL --db NAME [--at ROOT] [--service ADDR] | --file FILE.sqlite) -q SQL [--format table|csv|json]`
+const sqlUsage = `sql (--db NAME (--store URL | --service ADDR | both) [--at ROOT] | --file FILE.sqlite) -q SQL [--format table|csv|json]`
 
 // tierFlags are the client-tier flags shared by the reading commands.
 type tierFlags struct {
@@ -36,12 +36,13 @@ type tierFlags struct {
 	mem                    sizeFlag
 	serviceTimeout         time.Duration
 	readAhead              int
+	fresh                  bool
 }
 
 func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlags("sql", sqlUsage, c.stderr)
 	var tf tierFlags
-	fs.StringVar(&tf.store, "store", "", "object store URL holding the database")
+	fs.StringVar(&tf.store, "store", "", "object store URL holding the database (optional with --service: then the service is the only tier)")
 	fs.StringVar(&tf.db, "db", "", "database name in the store")
 	fs.StringVar(&tf.at, "at", "", "read this version (a root address from 'chunkd log') instead of the latest")
 	fs.StringVar(&tf.service, "service", "", "cache service: http://127.0.0.1:9460 or grpc://127.0.0.1:9461 (default: none, read the store directly)")
@@ -49,6 +50,7 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	fs.Var(&tf.mem, "mem", "in-process memory cache for chunks")
 	fs.StringVar(&tf.serviceDir, "service-dir", "", "the service's --cache-dir, when it runs on this host: its verified files are read directly")
 	fs.DurationVar(&tf.serviceTimeout, "service-timeout", 0, "wait this long for the service before also asking the store (default 50ms)")
+	fs.BoolVar(&tf.fresh, "fresh", false, "with --service: have the service check the store's manifest before it gives the root (default: a root at most its --manifest-ttl old)")
 	tf.serviceAuth.add(fs)
 	fs.IntVar(&tf.readAhead, "read-ahead", 64, "pages fetched in one batch when SQLite reads sequentially (0: off)")
 	file := fs.String("file", "", "query a plain local SQLite file instead (same engine, same output)")
@@ -66,8 +68,8 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	if *format != "table" && *format != "csv" && *format != "json" {
 		return usagef("--format must be table, csv or json, not %q", *format)
 	}
-	if (*file == "") == (tf.store == "") {
-		return usagef("give either --store with --db, or --file")
+	if (*file == "") == (tf.store == "" && tf.service == "") {
+		return usagef("give either --db with --store, --service or both, or --file")
 	}
 	start := time.Now()
 	var (
@@ -125,7 +127,7 @@ func openLocalSQLite(path string) (*openDB, error) {
 // --at) through a new client.
 func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	if tf.db == "" {
-		return nil, usagef("--db is required with --store")
+		return nil, usagef("--db is required with --store or --service")
 	}
 	var root addr.Addr
 	if tf.at != "" {
@@ -134,12 +136,16 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 			return nil, usagef("--at: %v", err)
 		}
 	}
-	st, err := store.Open(ctx, tf.store)
-	if err != nil {
-		return nil, err
+	d := &openDB{}
+	var st store.Store // none: the service is the only tier
+	if tf.store != "" {
+		var err error
+		if st, err = store.Open(ctx, tf.store); err != nil {
+			return nil, err
+		}
+		d.cleanup = append(d.cleanup, func() { st.Close() })
 	}
-	d := &openDB{cleanup: []func(){func() { st.Close() }}}
-	c, err := client.Open(ctx, tf.serviceAuth.apply(client.Options{Store: st, DB: tf.db, Service: tf.service, LocalDir: tf.serviceDir, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout}))
+	c, err := client.Open(ctx, tf.serviceAuth.apply(client.Options{Store: st, DB: tf.db, Service: tf.service, LocalDir: tf.serviceDir, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout, FreshRoot: tf.fresh}))
 	if err != nil {
 		d.close()
 		return nil, err

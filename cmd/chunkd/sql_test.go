@@ -70,7 +70,17 @@ func TestSQLCommands(t *testing.T) {
 				t.Fatalf("%v: results differ from the local file", extra)
 			}
 		}
+		// Through the service alone (no store), latest and --at, fresh or not.
+		for _, extra := range [][]string{nil, {"--fresh"}} {
+			args := append([]string{"sql", "--service", svc.http, "--db", "s", "-q", q, "--format", "csv"}, extra...)
+			if got := mustChunkd(t, args...); got != want {
+				t.Fatalf("--service without --store %v: results differ from the local file", extra)
+			}
+		}
 		old := mustChunkd(t, "sql", "--file", v1, "-q", q, "--format", "csv")
+		if got := mustChunkd(t, "sql", "--service", svc.http, "--db", "s", "--at", root1[1], "-q", q, "--format", "csv"); got != old {
+			t.Fatalf("--service without --store, --at the first version: results differ from v1")
+		}
 		if got := mustChunkd(t, "sql", "--store", storeURL, "--db", "s", "--at", root1[1], "-q", q, "--format", "csv"); got != old {
 			t.Fatalf("--at the first version: results differ from v1")
 		}
