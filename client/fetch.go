@@ -56,57 +56,7 @@ func (c *Client) fetch(ctx context.Context, want []addr.Addr) ([]result, error) 
 		}
 		local = nil // a local copy failed: ask the service
 	}
-	if len(want) == 1 && len(local) == 0 && c.svc != nil && c.backoff.allow() {
-		r, answered := c.serviceDirect(ctx, want[0])
-		if r.ok {
-			return []result{r}, nil
-		}
-		if answered { // not found, wrong bytes or a failure: the store decides
-			return c.fetchTiers(ctx, want, nil, true)
-		}
-	}
-	return c.fetchTiers(ctx, want, local, false)
-}
-
-// serviceDirect asks the service for one chunk in the calling goroutine:
-// a page read from SQLite runs on a locked OS thread, where every hand-off
-// to another goroutine costs a thread wake-up, so the common case (the
-// service answers within ServiceTimeout) starts none. It reports whether
-// the service answered (r.ok when with the right bytes) or failed, which
-// leaves the chunk to the store; a service that has not answered by the
-// hedge deadline leaves it to fetchTiers, which asks both tiers.
-func (c *Client) serviceDirect(ctx context.Context, a addr.Addr) (r result, answered bool) {
-	sctx := ctx
-	if c.opts.ServiceTimeout > 0 && c.opts.Store != nil {
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(ctx, c.opts.ServiceTimeout)
-		defer cancel()
-	}
-	start := time.Now()
-	c.ctr.svcRequests.Add(1)
-	rep, err := c.svc.get(sctx, a)
-	c.ctr.svcTime.Add(int64(time.Since(start)))
-	if err != nil {
-		if sctx.Err() != nil && ctx.Err() == nil {
-			return result{}, false // slow: fetchTiers asks both tiers, and hedges
-		}
-		c.serviceDone(ctx, err)
-		return result{}, true // failed: the store answers
-	}
-	c.serviceDone(ctx, nil)
-	switch {
-	case !rep.found:
-		c.ctr.svcNotFound.Add(1)
-	case addr.Of(rep.data) != a:
-		c.ctr.svcBad.Add(1)
-		c.log.Warn("cache service sent a chunk that does not match its address; reading it from the store",
-			"service", c.svc.String(), "db", c.opts.DB, "address", a.String(), "hashes_to", addr.Of(rep.data).String(), "tier", rep.tier.String())
-	default:
-		c.ctr.service(rep.tier, len(rep.data))
-		c.keep(a, rep.data)
-		return result{ok: true, data: rep.data}, true
-	}
-	return result{}, true
+	return c.fetchTiers(ctx, want, local)
 }
 
 // readLocal reads want, every address of which the local copies tables
@@ -156,9 +106,7 @@ func (c *Client) readLocal(ctx context.Context, want []addr.Addr, tables []*tabl
 // nothing for ServiceTimeout (the hedge); the service may still answer
 // after that, and the first correct answer wins. fetch returns as soon as
 // every address has a correct answer, or has failed in every tier asked.
-//
-// storeOnly skips the service (it has answered already).
-func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int]bool, storeOnly bool) ([]result, error) {
+func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int]bool) ([]result, error) {
 	n := len(want)
 	cctx, cancel := context.WithCancel(ctx)
 	f := &tierFetch{c: c, ctx: cctx, want: want, res: make([]result, n), chunks: make([]wanted, n), left: n}
@@ -181,7 +129,7 @@ func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int
 
 	var timer *time.Timer
 	var hedge <-chan time.Time
-	if c.svc != nil && !storeOnly && c.backoff.allow() && len(local) < n {
+	if c.svc != nil && c.backoff.allow() && len(local) < n {
 		f.startService(local)
 		if c.opts.ServiceTimeout > 0 {
 			timer = time.NewTimer(c.opts.ServiceTimeout)
@@ -189,7 +137,7 @@ func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int
 			hedge = timer.C
 		}
 	} else {
-		if c.svc != nil && !storeOnly && len(local) < n {
+		if c.svc != nil && len(local) < n {
 			c.ctr.svcSkipped.Add(1)
 		}
 		for k := range n {
