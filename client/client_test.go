@@ -22,6 +22,7 @@ import (
 	"github.com/chunkd/chunkd/api/chunkpb"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
 	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/chunkd/chunkd/internal/testnet"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/store"
@@ -107,18 +108,6 @@ func serveGRPC(t testing.TB, gs *grpc.Server) string {
 	go gs.Serve(lis) //nolint:errcheck // ends with Stop
 	t.Cleanup(gs.Stop)
 	return "grpc://" + lis.Addr().String()
-}
-
-// refusedURL returns an address on which nothing listens.
-func refusedURL(t testing.TB, scheme string) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := lis.Addr().String()
-	lis.Close()
-	return scheme + "://" + a
 }
 
 // getAll reads every address with Get and checks the bytes.
@@ -335,7 +324,7 @@ func TestServiceStopped(t *testing.T) {
 	})
 	t.Run("never-up", func(t *testing.T) {
 		for _, scheme := range []string{"http", "grpc"} {
-			c := open(t, Options{Store: s, DB: "db1", Service: refusedURL(t, scheme)})
+			c := open(t, Options{Store: s, DB: "db1", Service: scheme + "://" + testnet.Refused(t)})
 			checkStopped(t, c, db, all, 0)
 		}
 	})
@@ -892,7 +881,7 @@ func TestOpenErrors(t *testing.T) {
 	// With a service the load runs in the background; a missing database
 	// shows on the first read that needs the store.
 	db := "nope"
-	c := open(t, Options{Store: s, DB: db, Service: refusedURL(t, "http")})
+	c := open(t, Options{Store: s, DB: db, Service: "http://" + testnet.Refused(t)})
 	if _, err := c.Get(ctx, addr.Of([]byte("x"))); !errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrNotFound) {
 		t.Errorf("missing database behind a service: %v", err)
 	}

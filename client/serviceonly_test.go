@@ -8,6 +8,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/chunkd/chunkd/internal/testnet"
 	"github.com/chunkd/chunkd/server"
 )
 
@@ -43,7 +44,7 @@ func TestServiceOnly(t *testing.T) {
 		t.Fatalf("Root of an unknown database: %v", err)
 	}
 	// A service that is not there.
-	c3 := open(t, Options{DB: "db1", Service: refusedURL(t, "http")})
+	c3 := open(t, Options{DB: "db1", Service: "http://" + testnet.Refused(t)})
 	if _, err := c3.Root(ctx); err == nil {
 		t.Fatal("Root from no service succeeded")
 	}
@@ -83,7 +84,7 @@ func TestOpenThroughService(t *testing.T) {
 		t.Fatalf("fresh Root = %s, %v", root, err)
 	}
 	// The service gone: the root comes from the store's manifest.
-	c2 := open(t, Options{Store: s, DB: "db1", Service: refusedURL(t, "http")})
+	c2 := open(t, Options{Store: s, DB: "db1", Service: "http://" + testnet.Refused(t)})
 	if root, err := c2.Root(ctx); err != nil || root != db.Root {
 		t.Fatalf("Root with the service down = %s, %v", root, err)
 	}

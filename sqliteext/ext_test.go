@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -28,6 +27,7 @@ import (
 	"github.com/chunkd/chunkd/auth"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/internal/sqltest"
+	"github.com/chunkd/chunkd/internal/testnet"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/store/folder"
@@ -252,8 +252,8 @@ type errorCase struct {
 }
 
 func errorCases(t testing.TB, f *fixture) []errorCase {
-	refused := closedPort(t)
-	hung := silentService(t)
+	refused := testnet.Refused(t)
+	hung := testnet.Silent(t)
 	q := "SELECT count(*) FROM sentences"
 	return []errorCase{
 		{"unknown database", uri("nosuch", "store="+f.store), q, "SQLITE_CANTOPEN", `no database "nosuch"`},
@@ -269,39 +269,6 @@ func errorCases(t testing.TB, f *fixture) []errorCase {
 		{"token refused", uri(dbName, "service="+f.tokenService, "token=wrong"), q, "SQLITE_CANTOPEN", "401"},
 		{"write", uri(dbName, "store="+f.store), "DELETE FROM sentences", "SQLITE_READONLY", "attempt to write a readonly database"},
 	}
-}
-
-// closedPort returns a loopback address nothing listens on.
-func closedPort(t testing.TB) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := lis.Addr().String()
-	lis.Close()
-	return a
-}
-
-// silentService returns a loopback address that accepts connections and
-// never answers.
-func silentService(t testing.TB) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lis.Close() })
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	return lis.Addr().String()
 }
 
 // pyScript loads the extension into Python's sqlite3 module and runs the

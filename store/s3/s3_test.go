@@ -5,19 +5,18 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chunkd/chunkd/internal/s3test"
+	"github.com/chunkd/chunkd/internal/testnet"
 	"github.com/chunkd/chunkd/store"
 	s3store "github.com/chunkd/chunkd/store/s3"
 	"github.com/chunkd/chunkd/store/storetest"
@@ -175,20 +174,9 @@ func TestErrorMessages(t *testing.T) {
 	}
 }
 
-// closedPort returns the address of a loopback port nothing listens on.
-func closedPort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestUnreachable(t *testing.T) {
 	const timeout = 2 * time.Second
-	s := open(t, "s3://bucket?endpoint=http://"+closedPort(t)+"&access_key=a&secret_key=b&timeout="+timeout.String())
+	s := open(t, "s3://bucket?endpoint=http://"+testnet.Refused(t)+"&access_key=a&secret_key=b&timeout="+timeout.String())
 	ctx := context.Background()
 	start := time.Now()
 	_, err := s.Get(ctx, "obj")
@@ -215,39 +203,8 @@ func TestUnreachable(t *testing.T) {
 	check("Open", err)
 }
 
-// hangingServer accepts connections and never answers.
-func hangingServer(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
-
 func TestTimeout(t *testing.T) {
-	s := open(t, "s3://bucket?endpoint=http://"+hangingServer(t)+"&access_key=a&secret_key=b&timeout=500ms")
+	s := open(t, "s3://bucket?endpoint=http://"+testnet.Silent(t)+"&access_key=a&secret_key=b&timeout=500ms")
 	for _, op := range []struct {
 		name string
 		fn   func(ctx context.Context) error
@@ -270,7 +227,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	s := open(t, "s3://bucket?endpoint=http://"+hangingServer(t)+"&access_key=a&secret_key=b&timeout=1m")
+	s := open(t, "s3://bucket?endpoint=http://"+testnet.Silent(t)+"&access_key=a&secret_key=b&timeout=1m")
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
