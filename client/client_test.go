@@ -26,7 +26,6 @@ import (
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/store"
-	"github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -35,15 +34,7 @@ import (
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // newStore returns an empty folder store in a temporary directory.
-func newStore(t testing.TB) *folder.Store {
-	t.Helper()
-	s, err := folder.New(filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+var newStore = testdb.NewStore
 
 func makeDB(t testing.TB, s store.Store, name string, o testdb.Options) *testdb.DB {
 	t.Helper()
@@ -575,11 +566,7 @@ func entryOf(t testing.TB, s store.Store, key string, a addr.Addr) tablefile.Ent
 	if err != nil {
 		t.Fatal(err)
 	}
-	tf, err := tablefile.Open(bytes.NewReader(b), int64(len(b)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, ok := tf.Lookup(a)
+	e, ok := testdb.OpenTable(t, b).Lookup(a)
 	if !ok {
 		t.Fatalf("%s not in %s", a, key)
 	}
@@ -1188,14 +1175,7 @@ func TestLocalDirChecks(t *testing.T) {
 	s, db, dir, url := serviceWithCopy(t)
 	first := db.Files[0]
 	path := filepath.Join(dir, api.CacheTablesDir, filepath.FromSlash(first.Key))
-	good, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tf, err := tablefile.Open(bytes.NewReader(good), int64(len(good)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	good, tf := testdb.ReadTable(t, path)
 	// Flip a byte of chunk 1's record in the verified copy.
 	bad := bytes.Clone(good)
 	e, _ := tf.Lookup(first.Addrs[1])

@@ -17,6 +17,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api/remotesapi"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
+	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/tablefile"
@@ -409,14 +410,7 @@ func TestCorruptStoreBytes(t *testing.T) {
 	r := newRemote(t, map[string]string{"db": "remote-classic"}, server.Config{})
 	name := fixtureManifest(t, "remote-classic").Specs[0].Name
 	path := filepath.Join(r.dir, "db", name)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tf, err := tablefile.Open(bytes.NewReader(b), int64(len(b)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, tf := testdb.ReadTable(t, path)
 	// Swap two records of the same length: each still decodes (and
 	// passes its CRC), so only the hash check can catch them.
 	entries := tf.Entries()

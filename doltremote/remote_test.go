@@ -19,6 +19,7 @@ import (
 	"github.com/chunkd/chunkd/api/remotesapi"
 	"github.com/chunkd/chunkd/doltremote"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
+	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/store"
@@ -288,10 +289,7 @@ func TestMetadataRootAndTableFiles(t *testing.T) {
 					t.Fatalf("table file %s not listed", spec.Name)
 				}
 				file, b := fixtureFile(t, fx, spec.Name)
-				tf, err := tablefile.Open(bytes.NewReader(b), int64(len(b)), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				tf := testdb.OpenTable(t, b)
 				if want := r.base + "/dolt/v1/" + db + "/" + file; f.Url != want {
 					t.Errorf("url %s, want %s", f.Url, want)
 				}

@@ -21,7 +21,6 @@ import (
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/chunkd/chunkd/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -41,10 +40,7 @@ type benchService struct {
 func newBenchService(b *testing.B, memBytes int64) *benchService {
 	b.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "store"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := testdb.NewStore(b)
 	db, err := testdb.Make(ctx, st, "bench", testdb.Options{Files: 1, Chunks: 2000, ChunkSize: 16 << 10})
 	if err != nil {
 		b.Fatal(err)
@@ -218,10 +214,7 @@ func BenchmarkDiskReadsPerChunk(b *testing.B) {
 // walk and a stat each, no reads).
 func BenchmarkRestart10k(b *testing.B) {
 	dir := b.TempDir()
-	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "store"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := testdb.NewStore(b)
 	body := bytes.Repeat([]byte{1}, 4096)
 	if err := os.WriteFile(filepath.Join(dir, api.CacheLayoutFile), []byte(api.CacheLayout), 0o644); err != nil {
 		b.Fatal(err)

@@ -132,10 +132,7 @@ type fixture struct {
 func newFixture(t testing.TB, o testdb.Options, cfg Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testdb.NewStore(t)
 	db, err := testdb.Make(ctx, s, "db1", o)
 	if err != nil {
 		t.Fatal(err)
@@ -530,14 +527,7 @@ func TestCorruptCachedFileIsDropped(t *testing.T) {
 	// flip corrupts one byte of the record of chunk a in the cached copy.
 	flip := func(a addr.Addr) {
 		t.Helper()
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tab, err := tablefile.Open(bytes.NewReader(b), int64(len(b)), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b, tab := testdb.ReadTable(t, path)
 		e, ok := tab.Lookup(a)
 		if !ok {
 			t.Fatalf("%s not in the cached file", a)

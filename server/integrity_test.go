@@ -17,7 +17,6 @@ import (
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -40,10 +39,7 @@ type doltService struct {
 func newDoltService(t *testing.T, cfg Config) *doltService {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testdb.NewStore(t)
 	ds := &doltService{t: t, fs: &faultStore{Store: s, release: make(chan struct{})}, dir: t.TempDir(), chunks: map[string]map[addr.Addr]int{}}
 	for db, src := range map[string]string{"arc": "remote-archive", "cls": "remote-classic"} {
 		dir := doltfixtures.Path(src)
@@ -172,24 +168,10 @@ func flip(t *testing.T, path string, off int64) {
 	}
 }
 
-// openLocal opens a file as a table.
-func openLocal(t *testing.T, path string) *tablefile.Table {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab, err := tablefile.Open(bytes.NewReader(b), int64(len(b)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tab
-}
-
 // spots returns offsets in a cached file worth flipping: the middle of a
 // chunk's data, of the index, the footer, and (archives) a dictionary.
 func spots(t *testing.T, path string) map[string]int64 {
-	tab := openLocal(t, path)
+	_, tab := testdb.ReadTable(t, path)
 	size := tab.Size()
 	es := tab.Entries()
 	e := es[len(es)/2]
@@ -284,10 +266,7 @@ func TestBitFlipsNeverServed(t *testing.T) {
 // database through the shared memory tier, whichever reads first.
 func TestForgedChunkStaysInItsDatabase(t *testing.T) {
 	ctx := context.Background()
-	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testdb.NewStore(t)
 	honest, err := testdb.Make(ctx, s, "honest", testdb.Options{Chunks: 20})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,6 @@ import (
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
-	"github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
 )
 
@@ -46,20 +45,11 @@ var (
 	scanAll = sqltest.ScanAll
 	queries = sqltest.Queries
 	plainDB = sqltest.Plain
+	// newFolder returns an empty folder store.
+	newFolder = testdb.NewStore
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// newFolder returns an empty folder store.
-func newFolder(t testing.TB) store.Store {
-	t.Helper()
-	s, err := folder.New(filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 func importFile(t testing.TB, s store.Store, path string, o ImportOptions) *ImportResult {
 	t.Helper()
@@ -791,10 +781,7 @@ func rewriteCorrupt(t testing.TB, s store.Store, db, file string, bad addr.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tf, err := tablefile.Open(bytes.NewReader(data), int64(len(data)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf := testdb.OpenTable(t, data)
 	var buf bytes.Buffer
 	w := tablefile.NewWriter(&buf)
 	found := false

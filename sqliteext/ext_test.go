@@ -27,10 +27,10 @@ import (
 	"github.com/chunkd/chunkd/auth"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/internal/sqltest"
+	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/internal/testnet"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlchunks"
-	"github.com/chunkd/chunkd/store/folder"
 )
 
 // python is the interpreter the tests use: the system's, whose sqlite3
@@ -73,12 +73,7 @@ func newFixture(t testing.TB, sentences int) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{v1: sqltest.GenDB(t, 1, sentences), v2: sqltest.GenDB(t, 2, sentences)}
-	dir := filepath.Join(t.TempDir(), "store")
-	fs, err := folder.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.Close() })
+	fs := testdb.NewStore(t)
 	for i, v := range []string{f.v1, f.v2} {
 		res, err := sqlchunks.Import(ctx, fs, v, sqlchunks.ImportOptions{DB: dbName, Appendix: true})
 		if err != nil {
@@ -87,7 +82,7 @@ func newFixture(t testing.TB, sentences int) *fixture {
 		*[]*string{&f.root1, &f.root2}[i] = res.Root.String()
 	}
 	// A store URL with a query of its own: percent-encoded in a URI.
-	f.store = "file://" + dir + "?latency=0s"
+	f.store = "file://" + fs.Root() + "?latency=0s"
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cache, err := server.New(server.Config{Store: fs, CacheDir: t.TempDir(), NoFsync: true, Logger: quiet})
 	if err != nil {

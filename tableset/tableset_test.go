@@ -13,7 +13,6 @@ import (
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/store"
-	"github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/chunkd/chunkd/tableset"
 )
@@ -116,11 +115,7 @@ func (s *slowStore) maxRunning() int {
 func newDB(t *testing.T, o testdb.Options) (*slowStore, *manifest.DB, *testdb.DB) {
 	t.Helper()
 	ctx := context.Background()
-	fs, err := folder.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.Close() })
+	fs := testdb.NewStore(t)
 	db, err := testdb.Make(ctx, fs, "db", o)
 	if err != nil {
 		t.Fatal(err)

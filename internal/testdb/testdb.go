@@ -1,6 +1,7 @@
 // Package testdb builds databases of random chunks in a store, for tests
 // and benchmarks: table files written with tablefile.Writer and a manifest
-// naming them, exactly as a Dolt remote holds them.
+// naming them, exactly as a Dolt remote holds them. For tests it also
+// makes the empty store to build in, and opens table files to look into.
 package testdb
 
 import (
