@@ -13,6 +13,11 @@ const (
 	recentPages = 8
 	// aheadBatches is how many read-ahead batches are kept at once.
 	aheadBatches = 4
+	// firstBatch is the pages of a run's first batch; each next batch of
+	// the run is twice the last, up to Options.ReadAhead. A short run
+	// (opening a database reads pages 1 and 2) costs a small batch, a
+	// scan soon reads in large ones.
+	firstBatch = 4
 )
 
 // readAhead serves the pages of a PageRanger to every connection of one
@@ -20,10 +25,11 @@ const (
 //
 // A read of page n is sequential when page n-1 was among the last few
 // pages read (by any connection). Such a read that no batch holds fetches
-// pages n..n+size-1 with one ReadPages call; once SQLite is half way
-// through a batch, the next one is fetched in the background, so that
-// fetching overlaps the query's own work. Reads that are not sequential
-// go to the source one page at a time.
+// a batch from page n with one ReadPages call: firstBatch pages, or twice
+// the batch that ended at n, up to size; once SQLite is half way through
+// a batch, the next (twice as large, up to size) is fetched in the
+// background, so that fetching overlaps the query's own work. Reads that
+// are not sequential go to the source one page at a time.
 type readAhead struct {
 	Pages
 	src  PageRanger
@@ -70,7 +76,7 @@ func (ra *readAhead) ReadPage(ctx context.Context, n int64, p []byte) error {
 		if ra.waitPrefetch(ctx, n, p) {
 			return nil
 		}
-		if b, err := ra.fetch(ctx, n); err == nil {
+		if b, err := ra.fetch(ctx, n, ra.batchAt(n)); err == nil {
 			ra.mu.Lock()
 			ra.addLocked(b)
 			ra.mu.Unlock()
@@ -91,10 +97,25 @@ func (b *batch) page(n int64, size int) []byte {
 
 func (b *batch) holds(n int64) bool { return b.buf != nil && n >= b.first && n < b.first+b.n }
 
-// fetch reads the batch from page first with one ReadPages call.
-func (ra *readAhead) fetch(ctx context.Context, first int64) (batch, error) {
+// batchAt returns the size of a batch starting at page n: twice the batch
+// that ends at n, if one does, else firstBatch; at most size.
+func (ra *readAhead) batchAt(n int64) int64 {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	size := int64(firstBatch)
+	for _, b := range ra.batches {
+		if b.buf != nil && b.first+b.n == n {
+			size = 2 * b.n
+		}
+	}
+	return min(size, ra.size)
+}
+
+// fetch reads the batch of n pages from page first (fewer at the end of
+// the image) with one ReadPages call.
+func (ra *readAhead) fetch(ctx context.Context, first, n int64) (batch, error) {
 	ps := ra.PageSize()
-	n := min(ra.size, ra.PageCount()-first+1)
+	n = min(n, ra.PageCount()-first+1)
 	b := batch{first: first, n: n, buf: make([]byte, n*int64(ps))}
 	bufs := make([][]byte, n)
 	for i := range bufs {
@@ -161,12 +182,12 @@ func (ra *readAhead) prefetchAfter(n int64) {
 		if next > ra.PageCount() || ra.heldLocked(next) || ra.next != nil && ra.next.first == next {
 			return
 		}
-		pf := &prefetch{first: next, n: min(ra.size, ra.PageCount()-next+1), done: make(chan struct{})}
+		pf := &prefetch{first: next, n: min(2*b.n, ra.size, ra.PageCount()-next+1), done: make(chan struct{})}
 		ra.next = pf
 		go func() {
 			defer close(pf.done)
 			// Errors are left for the foreground read to meet and report.
-			if b, err := ra.fetch(ra.ctx, pf.first); err == nil {
+			if b, err := ra.fetch(ra.ctx, pf.first, pf.n); err == nil {
 				ra.mu.Lock()
 				ra.addLocked(b)
 				ra.mu.Unlock()

@@ -572,3 +572,66 @@ func BenchmarkSeedQuery(b *testing.B) {
 		})
 	}
 }
+
+// waitIdle waits for the background fetch in flight, if any.
+func (ra *readAhead) waitIdle() {
+	ra.mu.Lock()
+	pf := ra.next
+	ra.mu.Unlock()
+	if pf != nil {
+		<-pf.done
+	}
+}
+
+// sizeRecorder is a rangeCounter that records each batch's size.
+type sizeRecorder struct {
+	rangeCounter
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (r *sizeRecorder) ReadPages(ctx context.Context, first int64, ps [][]byte) error {
+	r.mu.Lock()
+	r.sizes = append(r.sizes, len(ps))
+	r.mu.Unlock()
+	return r.rangeCounter.ReadPages(ctx, first, ps)
+}
+
+// TestReadAheadGrows: a sequential run starts with a small batch (opening
+// a database reads pages 1 and 2 and should not cost a large one) and
+// doubles each batch up to Options.ReadAhead.
+func TestReadAheadGrows(t *testing.T) {
+	fp := filePages(t, testDB(t, 5, 5200))
+	if fp.PageCount() < 200 {
+		t.Fatalf("only %d pages", fp.PageCount())
+	}
+	rec := &sizeRecorder{rangeCounter: rangeCounter{FilePages: fp}}
+	ra := newReadAhead(context.Background(), fp, rec, 64)
+	p := make([]byte, fp.PageSize())
+	for n := int64(1); n <= 2; n++ { // an open: pages 1 and 2
+		if err := ra.ReadPage(context.Background(), n, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.mu.Lock()
+	if len(rec.sizes) != 1 || rec.sizes[0] != firstBatch {
+		t.Fatalf("pages 1 and 2 read in batches of %v, want one of %d", rec.sizes, firstBatch)
+	}
+	rec.mu.Unlock()
+	for n := int64(3); n <= 200; n++ { // a scan
+		if err := ra.ReadPage(context.Background(), n, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ra.waitIdle()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := 1; i < len(rec.sizes); i++ {
+		if want := min(2*rec.sizes[i-1], 64); rec.sizes[i] != want && i < len(rec.sizes)-1 {
+			t.Fatalf("batch sizes %v: want each twice the last, up to 64", rec.sizes)
+		}
+	}
+	if rec.sizes[len(rec.sizes)-1] < 32 || rec.pages.Load() != 0 {
+		t.Fatalf("scan: batches %v, %d single pages", rec.sizes, rec.pages.Load())
+	}
+}
