@@ -158,7 +158,7 @@ func (rig *bigdataRig) prepare(ctx context.Context, r *Runner, maxClients int) e
 			return fmt.Errorf("first read of file %d: %w:\n%s", i, err, rig.svc.tail(10))
 		}
 	}
-	if err := waitDownloaded(ctx, r, rig.cc.hc, rig.svc, ds.StoredBytes); err != nil {
+	if err := waitDownloaded(ctx, r, rig.cc.hc, rig.svc, bigdataDB, ds.StoredBytes); err != nil {
 		return err
 	}
 	rep.Env.Set("download", "%d files downloaded by the service in %s before measuring", len(ds.Files), time.Since(start).Round(time.Millisecond))
@@ -602,11 +602,11 @@ func sameDevice(a, b string) bool {
 	return deviceOf(sa) == deviceOf(sb)
 }
 
-// waitDownloaded polls the database's info until every file is cached.
-func waitDownloaded(ctx context.Context, r *Runner, hc *http.Client, svc *child, total int64) error {
+// waitDownloaded polls database db's info until every file is cached.
+func waitDownloaded(ctx context.Context, r *Runner, hc *http.Client, svc *child, db string, total int64) error {
 	last := time.Now()
 	return poll(ctx, 100*time.Millisecond, 10*time.Minute+time.Duration(total/(20<<20))*time.Second, func() (bool, error) {
-		info, err := dbInfo(ctx, hc, svc.url, bigdataDB)
+		info, err := dbInfo(ctx, hc, svc.url, db)
 		if err != nil {
 			return false, err
 		}
@@ -622,7 +622,7 @@ func waitDownloaded(ctx context.Context, r *Runner, hc *http.Client, svc *child,
 			return true, nil
 		}
 		if time.Since(last) > 5*time.Second {
-			r.Logf("bigdata: downloaded %s of %s (%d/%d files)", humanize.IBytes(uint64(got)), humanize.IBytes(uint64(total)), cached, len(info.Tables))
+			r.Logf("%s: downloaded %s of %s (%d/%d files)", db, humanize.IBytes(uint64(got)), humanize.IBytes(uint64(total)), cached, len(info.Tables))
 			last = time.Now()
 		}
 		if exited, err := svc.exited(); exited {

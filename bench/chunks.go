@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,8 @@ func runChunks(ctx context.Context, r *Runner) error {
 	if len(sizes) == 0 {
 		sizes = pick(cfg.Scale, []int{4 << 10}, []int{16 << 10}, []int{4 << 10, 16 << 10, 64 << 10})
 	}
-	clients := cfg.clients([]int{1, 4}, []int{1, 4, 16}, []int{1, 2, 4, 8, 16, 32, 64})
+	// 1 and 8 clients are the nginx comparison's goals.
+	clients := cfg.clients([]int{1, 8}, []int{1, 4, 8, 16}, []int{1, 2, 4, 8, 16, 32, 64})
 	apis := []string{"http"}
 	switch cfg.API {
 	case "", "http":
@@ -66,6 +68,8 @@ func runChunks(ctx context.Context, r *Runner) error {
 		"- `http-disk`: the service answers from the whole table file on local disk (no memory tier: one pread per chunk; the file is in the page cache, as a just-downloaded file is).\n" +
 		"- `http-miss`: a read-through miss: a fresh cache dir and a store with an emulated round trip; the file's download is held back so every request reads through (one ranged read from the store).\n" +
 		"- `store-direct`: no service: the chunk read through `tablefile` over `store.ReaderAt` with the same emulated round trip, the index already in memory: what a client reading the store itself pays.\n" +
+		"- `serve-memory`: the service as a user runs it: a `chunkd serve` child process (its own process, as nginx is) over the same store, every chunk in its memory tier.\n" +
+		"- `nginx-cache`: no chunkd: nginx as a caching reverse proxy (`proxy_cache`, slice module) in front of the store, its cache warm; a client asks for the chunk's stored bytes as a byte range, as a user who only wants bytes near the database would. Measured when nginx is installed; see the section *chunkd vs nginx proxy_cache*.\n" +
 		"- `grpc-*`: the same service paths over gRPC (with `--api grpc` or `both`).\n\n" +
 		"Multipliers are against `bare-http` at the same client count."
 	rep.Env.Set("service", "in-process: server.New with net/http on 127.0.0.1:0 and gRPC on 127.0.0.1:0; the clients run in the same process, so clients and service share the %d cores", rep.Env.Cores)
@@ -207,34 +211,59 @@ func newChunkClient(maxClients, size int) *chunkClient {
 
 // get fetches url; it returns the tier header.
 func (cc *chunkClient) get(ctx context.Context, w int, url string) (string, error) {
+	h, err := cc.fetch(ctx, w, url, "", http.StatusOK, cc.size)
+	return h.Get(api.HeaderTier), err
+}
+
+// getRange fetches length bytes of url from offset off, with a Range
+// header; it returns nginx's cache status header.
+func (cc *chunkClient) getRange(ctx context.Context, w int, url string, off uint64, length uint32) (string, error) {
+	h, err := cc.fetch(ctx, w, url, fmt.Sprintf("bytes=%d-%d", off, off+uint64(length)-1), http.StatusPartialContent, int(length))
+	return h.Get("X-Cache-Status"), err
+}
+
+// fetch GETs url (with a Range header if rng is not ""), wanting status
+// and want bytes, into worker w's buffer; it returns the headers.
+func (cc *chunkClient) fetch(ctx context.Context, w int, url, rng string, status, want int) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return nil, err
+	}
+	if rng != "" {
+		req.Header.Set("Range", rng)
 	}
 	resp, err := cc.hc.Do(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", api.ReadError(resp)
+	if resp.StatusCode != status {
+		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent {
+			return nil, fmt.Errorf("GET %s: %s, want %d", url, resp.Status, status)
+		}
+		return nil, api.ReadError(resp)
 	}
-	buf := cc.bufs[w]
-	n, err := io.ReadFull(resp.Body, buf)
+	if len(cc.bufs[w]) <= want { // worker w alone uses bufs[w]
+		cc.bufs[w] = make([]byte, want+1)
+	}
+	n, err := io.ReadFull(resp.Body, cc.bufs[w])
 	if err != io.ErrUnexpectedEOF && err != nil {
-		return "", err
+		return nil, err
 	}
-	if n != cc.size {
-		return "", fmt.Errorf("got %d bytes, want %d", n, cc.size)
+	if n != want {
+		return nil, fmt.Errorf("got %d bytes, want %d", n, want)
 	}
-	return resp.Header.Get(api.HeaderTier), nil
+	return resp.Header, nil
 }
 
 // chunkPath is one way of getting a chunk, measured as a path.
 type chunkPath struct {
 	name string
-	svc  *inproc // nil for bare-http and store-direct
-	op   Op
+	svc  *inproc // the in-process service; nil for the other paths
+	// serverCPU, for a server in processes of its own (serve-memory,
+	// nginx-cache), is the CPU time they have used so far.
+	serverCPU func() (time.Duration, error)
+	op        Op
 }
 
 // runChunksSize measures every path with chunks of size bytes.
@@ -265,7 +294,7 @@ func runChunksSize(ctx context.Context, r *Runner, size int, clients []int, apis
 // every chunk in memory, the second the file on disk and no memory tier,
 // the third reading every chunk through from the store with an emulated
 // round trip; the file's index over that store, for store-direct; and a
-// bare HTTP server.
+// bare HTTP server; and, if nginx is installed, nginx caching the file.
 type chunksRig struct {
 	cs   string // the case: the size's name
 	size int
@@ -280,6 +309,8 @@ type chunksRig struct {
 	tf      *tablefile.Table // store-direct's index, over slow
 	bare    *http.Server
 	bareURL string
+	serve   *child     // chunkd serve, every chunk in memory; nil if it failed to start
+	nginx   *nginxPeer // nil when nginx is absent or failed to start
 }
 
 // prepare writes the data set, starts the services and warms them up,
@@ -329,6 +360,7 @@ func (rig *chunksRig) prepare(ctx context.Context, r *Runner, maxClients int) er
 	if err := rig.warm(ctx); err != nil {
 		return err
 	}
+	rig.startServe(ctx, r, memBytes)
 	if rig.tf, err = tablefile.Open(store.ReaderAt(ctx, rig.slow, rig.file.Key), rig.file.Size, &tablefile.Options{Tail: 64 << 10}); err != nil {
 		return fmt.Errorf("store-direct: open index: %w", err)
 	}
@@ -345,6 +377,95 @@ func (rig *chunksRig) prepare(ctx context.Context, r *Runner, maxClients int) er
 	}
 	go rig.bare.Serve(bl)
 	rig.bareURL = "http://" + bl.Addr().String() + "/chunk"
+	rig.startNginx(ctx, r)
+	return nil
+}
+
+// startServe starts the serve-memory path's service, a "chunkd serve"
+// child over the rig's store, and reads every chunk into its memory tier.
+// If it fails, the report says so and the other paths go on.
+func (rig *chunksRig) startServe(ctx context.Context, r *Runner, memBytes int64) {
+	err := func() error {
+		binary, how, err := serviceBinary(ctx, r)
+		if err != nil {
+			return err
+		}
+		dir := rig.cacheDir(r.Config, "serve")
+		os.RemoveAll(dir)
+		args := []string{"serve", "--store", filepath.Join(rig.dir, "store"), "--cache-dir", dir, "--listen", "127.0.0.1:0", "--grpc-listen", "",
+			"--mem", strconv.FormatInt(memBytes, 10), "--fsync=" + strconv.FormatBool(r.Config.Fsync), "--log-level", "info"}
+		if rig.serve, err = startChild(ctx, binary, args, nil, nil); err != nil {
+			return err
+		}
+		r.Report.Env.Set("serve-memory's service", "child process `%s` (%s), the store without emulated latency (it only feeds the download)", shellQuote(append([]string{binary}, args...)), how)
+		if _, err := rig.cc.get(ctx, 0, rig.serve.url+api.ChunkPath(chunksDB, rig.file.Addrs[0])); err != nil {
+			return err
+		}
+		if err := waitDownloaded(ctx, r, rig.cc.hc, rig.serve, chunksDB, rig.file.Size); err != nil {
+			return err
+		}
+		for pass := 0; pass < 2; pass++ {
+			for _, a := range rig.file.Addrs {
+				if _, err := rig.cc.get(ctx, 0, rig.serve.url+api.ChunkPath(chunksDB, a)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		r.Report.Notef("The serve-memory path (%s) was skipped: %v.", rig.cs, err)
+		if rig.serve != nil {
+			rig.serve.stop()
+			rig.serve = nil
+		}
+	}
+}
+
+// startNginx starts the nginx peer over the rig's store (with the
+// emulated round trip) and warms its cache. Without nginx, or if it fails,
+// the report says so and the other paths go on.
+func (rig *chunksRig) startNginx(ctx context.Context, r *Runner) {
+	bin, version, err := nginxBinary(ctx)
+	if err != nil {
+		r.Report.Notef("The nginx-cache path was skipped: %v.", err)
+		return
+	}
+	r.Logf("chunks %s: starting nginx %s with proxy_cache and slice %s, warming its cache", rig.cs, version, nginxSlice)
+	p, err := startNginx(ctx, bin, version, filepath.Join(rig.dir, "nginx"), rig.slow, rig.file.Key, rig.file.Size)
+	if err == nil {
+		err = rig.warmNginx(ctx, p)
+		if err != nil {
+			p.close()
+		}
+	}
+	if err != nil {
+		r.Report.Notef("The nginx-cache path (%s) was skipped: %v.", rig.cs, err)
+		return
+	}
+	rig.nginx = p
+	r.Report.Env.Set("nginx", "nginx %s (%s), %d worker processes, proxy_cache on disk in the work dir, slice %s; its origin an HTTP server in this process answering each range with one ranged read of the store (%s)",
+		version, bin, p.workers, nginxSlice, storeEmulation(r.Config.rtt(), r.Config.Bandwidth))
+}
+
+// warmNginx reads every chunk's range through nginx twice: the first pass
+// fills its cache, the second must be served from it.
+func (rig *chunksRig) warmNginx(ctx context.Context, p *nginxPeer) error {
+	for pass := 0; pass < 2; pass++ {
+		for _, a := range rig.file.Addrs {
+			e, ok := rig.tf.Lookup(a)
+			if !ok {
+				return fmt.Errorf("chunk %s is not in the file's index", a)
+			}
+			status, err := rig.cc.getRange(ctx, 0, p.url, e.Offset, e.Length)
+			if err != nil {
+				return fmt.Errorf("nginx: %w", err)
+			}
+			if pass == 1 && status != "HIT" {
+				return fmt.Errorf("nginx: a warm read of chunk %s was a cache %s", a, status)
+			}
+		}
+	}
 	return nil
 }
 
@@ -388,6 +509,15 @@ func (rig *chunksRig) warm(ctx context.Context) error {
 func (rig *chunksRig) close(cfg Config) {
 	if rig.bare != nil {
 		rig.bare.Close()
+	}
+	if rig.nginx != nil {
+		rig.nginx.close()
+	}
+	if rig.serve != nil {
+		rig.serve.stop()
+		if !cfg.Keep {
+			os.RemoveAll(rig.cacheDir(cfg, "serve"))
+		}
 	}
 	if rig.cc != nil {
 		rig.cc.hc.CloseIdleConnections()
@@ -461,6 +591,35 @@ func (rig *chunksRig) paths(apis []string) []chunkPath {
 			paths = append(paths, p)
 		}
 	}
+	if s := rig.serve; s != nil {
+		paths = append(paths, chunkPath{name: "serve-memory", serverCPU: func() (time.Duration, error) { return processCPU(s.pid) }, op: func(ctx context.Context, w int, rng *rand.Rand) error {
+			tier, err := cc.get(ctx, w, s.url+api.ChunkPath(chunksDB, pickAddr(rng)))
+			if err != nil {
+				return err
+			}
+			if tier != api.TierMemory.String() {
+				return fmt.Errorf("served from %q, want %s", tier, api.TierMemory)
+			}
+			return nil
+		}})
+	}
+	if p := rig.nginx; p != nil {
+		entries := make(map[addr.Addr]tablefile.Entry, len(perm))
+		for _, a := range perm {
+			entries[a], _ = rig.tf.Lookup(a) // warmNginx found every one
+		}
+		paths = append(paths, chunkPath{name: "nginx-cache", serverCPU: p.cpu, op: func(ctx context.Context, w int, rng *rand.Rand) error {
+			e := entries[pickAddr(rng)]
+			status, err := cc.getRange(ctx, w, p.url, e.Offset, e.Length)
+			if err != nil {
+				return err
+			}
+			if status != "HIT" {
+				return fmt.Errorf("nginx answered a warm chunk with cache status %q, want HIT", status)
+			}
+			return nil
+		}})
+	}
 	return append(paths, chunkPath{name: "store-direct", op: func(ctx context.Context, w int, rng *rand.Rand) error {
 		data, err := rig.tf.Get(pickAddr(rng))
 		if err != nil {
@@ -485,6 +644,8 @@ type chunkRuns struct {
 	syscr     map[chunkKey][]float64 // read syscalls of this process per op, per run
 	rchar     map[chunkKey][]float64 // bytes those calls returned per op, per run
 	diskReads map[chunkKey][]float64 // the service's own count, per disk-served chunk
+	cpuSelf   map[chunkKey][]float64 // CPU µs of this process (clients, and the in-process services) per op, per run
+	cpuServer map[chunkKey][]float64 // CPU µs of the server's own processes per op, per run (serve-memory, nginx-cache)
 	failed    map[chunkKey]error
 }
 
@@ -493,7 +654,7 @@ type chunkRuns struct {
 func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunkPath, clients []int, load Load) (*chunkRuns, error) {
 	cfg, rep, cs := r.Config, r.Report, rig.cs
 	m := &chunkRuns{stats: map[chunkKey][]Stats{}, syscr: map[chunkKey][]float64{}, rchar: map[chunkKey][]float64{},
-		diskReads: map[chunkKey][]float64{}, failed: map[chunkKey]error{}}
+		diskReads: map[chunkKey][]float64{}, cpuSelf: map[chunkKey][]float64{}, cpuServer: map[chunkKey][]float64{}, failed: map[chunkKey]error{}}
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, c := range clients {
 			for _, p := range paths {
@@ -504,6 +665,7 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 				var before, after promSamples
 				var io0 procIO
 				var ioErr error
+				var cpu0 cpuMark
 				l := load
 				l.Clients = c
 				l.Mark = func() {
@@ -511,6 +673,7 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 						before, _ = scrapeMetrics(ctx, rig.cc.hc, p.svc.url+"/metrics")
 					}
 					io0, ioErr = readProcIO("self")
+					cpu0 = markCPU(p.serverCPU)
 				}
 				s, err := Drive(ctx, l, p.op)
 				if err != nil {
@@ -522,6 +685,7 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 					continue
 				}
 				io1, ioErr1 := readProcIO("self")
+				cpu1 := markCPU(p.serverCPU)
 				if p.svc != nil {
 					after, _ = scrapeMetrics(ctx, rig.cc.hc, p.svc.url+"/metrics")
 					if before != nil && after != nil {
@@ -536,6 +700,13 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 					m.syscr[k] = append(m.syscr[k], float64(io1.sub(io0).Syscr)/float64(st.Count))
 					m.rchar[k] = append(m.rchar[k], float64(io1.sub(io0).Rchar)/float64(st.Count))
 				}
+				if cpu0.err == nil && cpu1.err == nil && st.Count > 0 {
+					per := func(d time.Duration) float64 { return us(d) / float64(st.Count) }
+					m.cpuSelf[k] = append(m.cpuSelf[k], per(cpu1.self-cpu0.self))
+					if p.serverCPU != nil {
+						m.cpuServer[k] = append(m.cpuServer[k], per(cpu1.server-cpu0.server))
+					}
+				}
 				m.stats[k] = append(m.stats[k], st)
 				if c == clients[0] {
 					rep.Samples(cs, p.name, c, s.Lat)
@@ -546,6 +717,24 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 		}
 	}
 	return m, nil
+}
+
+// cpuMark is the CPU time used so far by this process and by a path's
+// server processes.
+type cpuMark struct {
+	self, server time.Duration
+	err          error
+}
+
+// markCPU reads the CPU time of this process, and of the server's
+// processes if server is not nil.
+func markCPU(server func() (time.Duration, error)) cpuMark {
+	var c cpuMark
+	c.self, c.err = processCPU("self")
+	if server != nil && c.err == nil {
+		c.server, c.err = server()
+	}
+	return c
 }
 
 // report adds the results, the disk reads per disk-served chunk, and the
@@ -599,6 +788,7 @@ func (m *chunkRuns) report(rep *Report, rig *chunksRig, paths []chunkPath, clien
 	if rows > 0 {
 		rep.Section("Disk reads per disk-served chunk ("+cs+")", b.String())
 	}
+	m.reportNginx(rep, rig, clients)
 	var hr []string
 	for _, s := range rig.svcs {
 		hr = append(hr, s.name+" service: "+s.tiers.String())
@@ -609,4 +799,137 @@ func (m *chunkRuns) report(rep *Report, rig *chunksRig, paths []chunkPath, clien
 		}
 	}
 	rep.Env.Set("hit ratios per tier ("+cs+")", "%s (measured phases, from each service's /metrics)", strings.Join(hr, "; "))
+}
+
+// The nginx comparison's goals: chunkd's p50 at goalP50Clients at or
+// below nginx's, and its throughput at goalRateClients at or above.
+const (
+	goalP50Clients  = 1
+	goalRateClients = 8
+)
+
+// reportNginx adds the section comparing chunkd's HTTP paths with nginx's
+// proxy_cache: latency and throughput side by side, the goals, and the
+// CPU each spends per request.
+func (m *chunkRuns) reportNginx(rep *Report, rig *chunksRig, clients []int) {
+	cs := rig.cs
+	title := "chunkd vs nginx proxy_cache (" + cs + ")"
+	const ng = "nginx-cache"
+	if rig.nginx == nil {
+		rep.Section(title, "Not measured: nginx was not there or did not start (see the notes). Install nginx with the slice module (Debian's has it) to measure it.")
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "nginx %s as a caching reverse proxy in front of the store (`proxy_cache` on disk, `slice %s`, %d workers, no access log, sendfile, open file cache; "+
+		"its cache warm: every chunk's range read twice before measuring, and every measured answer had to be a cache `HIT`). "+
+		"A client asks nginx for a chunk's **stored** bytes as a byte range, as a user with no chunkd would: the compressed record with its CRC, %.0f bytes on average, unverified. "+
+		"chunkd answers with the **decoded** chunk (%s), proven to hash to its address (when its file was downloaded; a disk hit also checks the record's CRC and decodes it). "+
+		"So nginx sends fewer bytes here, and the comparison is about the cost of serving. "+
+		"`serve-memory` is chunkd as a user runs it, a process of its own as nginx is; `http-memory` and `http-disk` are the service inside this process, sharing its Go runtime with the clients. "+
+		"Figures are medians over runs; *runs* gives the lowest and highest of the runs' own ratios (each run measures every path at about the same time). "+
+		"CPU is per request, from /proc/PID/stat (10 ms ticks): this process's (the clients, and the in-process services) and the server's own processes' (chunkd serve, or nginx's master and workers).\n\n",
+		rig.nginx.version, nginxSlice, rig.nginx.workers, float64(rig.tf.DataEnd())/float64(rig.n), cs)
+
+	chunkd := []string{"serve-memory", "http-memory", "http-disk"}
+	fmt.Fprintf(&b, "| clients | path | p50 µs | p50 × nginx | ops/s | ops/s × nginx | CPU µs/req, this process | CPU µs/req, server process | spread |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, c := range clients {
+		nr := Summarize("", cs, ng, c, m.stats[chunkKey{ng, c}])
+		for _, path := range append([]string{ng, "bare-http"}, chunkd...) {
+			k := chunkKey{path, c}
+			if len(m.stats[k]) == 0 {
+				continue
+			}
+			r := Summarize("", cs, path, c, m.stats[k])
+			server := "–"
+			if v := m.cpuServer[k]; len(v) > 0 {
+				server = fmt.Sprintf("%.1f", median(v))
+				rep.Metric(cs, path, c, "cpu_us_per_request_server", median(v))
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %.1f | %s | %.0f%% |\n", c, path, fmtUS(r.P50US), ratio(r.P50US, nr.P50US),
+				fmtRate(r.Throughput), ratio(r.Throughput, nr.Throughput), median(m.cpuSelf[k]), server, r.SpreadPct)
+			rep.Metric(cs, path, c, "cpu_us_per_request_self", median(m.cpuSelf[k]))
+		}
+	}
+
+	fmt.Fprintf(&b, "\nThe goals: chunkd's p50 at %d client at or below nginx's, and its throughput at %d clients at or above.\n\n", goalP50Clients, goalRateClients)
+	b.WriteString("| goal | chunkd path | chunkd | nginx | chunkd ÷ nginx | runs | met? |\n|---|---|--:|--:|--:|--:|---|\n")
+	for _, g := range []struct {
+		name    string
+		clients int
+		metric  string
+		fig     func(Stats) float64
+		lower   bool // lower is better
+		unit    string
+	}{
+		{fmt.Sprintf("p50 at %d client", goalP50Clients), goalP50Clients, "p50_over_nginx", func(s Stats) float64 { return us(s.P50) }, true, "µs"},
+		{fmt.Sprintf("ops/s at %d clients", goalRateClients), goalRateClients, "throughput_over_nginx", func(s Stats) float64 { return s.Throughput }, false, "ops/s"},
+	} {
+		for _, path := range chunkd {
+			cr, nr := m.stats[chunkKey{path, g.clients}], m.stats[chunkKey{ng, g.clients}]
+			if len(cr) == 0 || len(nr) == 0 {
+				fmt.Fprintf(&b, "| %s | %s | | | | | not measured (clients %s) |\n", g.name, path, intList(clients))
+				continue
+			}
+			var cv, nv, rs []float64
+			for _, s := range cr {
+				cv = append(cv, g.fig(s))
+			}
+			for _, s := range nr {
+				nv = append(nv, g.fig(s))
+			}
+			for i := 0; i < min(len(cv), len(nv)); i++ {
+				rs = append(rs, cv[i]/nv[i])
+			}
+			x := median(cv) / median(nv)
+			verdict := "**yes**"
+			if g.lower && x > 1 {
+				verdict = fmt.Sprintf("no: %.0f%% slower", (x-1)*100)
+			} else if !g.lower && x < 1 {
+				verdict = fmt.Sprintf("no: %.0f%% fewer", (1-x)*100)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s %s | %s %s | **%.2f** | %.2f–%.2f | %s |\n", g.name, path,
+				fmtFig(median(cv)), g.unit, fmtFig(median(nv)), g.unit, x, slices.Min(rs), slices.Max(rs), verdict)
+			rep.Metric(cs, path, g.clients, g.metric, x)
+		}
+	}
+	m.whereCPUGoes(&b, goalRateClients)
+	rep.Section(title, b.String())
+}
+
+// whereCPUGoes says what a request costs in CPU at c clients, where
+// every core is busy and throughput is the cores' time over that cost.
+func (m *chunkRuns) whereCPUGoes(b *strings.Builder, c int) {
+	cpu := func(mm map[chunkKey][]float64, path string) (float64, bool) {
+		v := mm[chunkKey{path, c}]
+		return median(v), len(v) > 0
+	}
+	clients, ok := cpu(m.cpuSelf, "nginx-cache")
+	if !ok {
+		return
+	}
+	fmt.Fprintf(b, "\nWhere the CPU goes at %d clients (the cores are busy, so throughput is about the cores' time over a request's CPU, clients included): ", c)
+	ng, _ := cpu(m.cpuServer, "nginx-cache")
+	fmt.Fprintf(b, "nginx spends %.1f µs a request, its clients %.1f", ng, clients)
+	if sv, ok := cpu(m.cpuServer, "serve-memory"); ok {
+		cl, _ := cpu(m.cpuSelf, "serve-memory")
+		fmt.Fprintf(b, "; chunkd serve %.1f µs (memory hits), its clients %.1f (they read the decoded chunk, more bytes than nginx's record)", sv, cl)
+	}
+	var in []string
+	for _, path := range []string{"bare-http", "http-memory", "http-disk"} {
+		if v, ok := cpu(m.cpuSelf, path); ok {
+			in = append(in, fmt.Sprintf("%s %.1f", path, v-clients))
+		}
+	}
+	if len(in) > 0 {
+		fmt.Fprintf(b, "; the in-process servers, estimated as this process's CPU less the clients' on the nginx path: %s µs", strings.Join(in, ", "))
+	}
+	b.WriteString(". bare-http is Go's net/http with a handler that writes fixed bytes: the floor under any chunkd HTTP path.\n")
+}
+
+// fmtFig formats a latency or a rate for a table.
+func fmtFig(v float64) string {
+	if v < 1000 {
+		return fmtUS(v)
+	}
+	return humanize.Comma(int64(v + 0.5))
 }

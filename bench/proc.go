@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // procIO is a process's I/O counters from /proc/PID/io.
@@ -137,4 +138,62 @@ func (t tierCounts) String() string {
 		}
 	}
 	return strings.Join(parts, ", ") + fmt.Sprintf(" (of %.0f chunks)", n)
+}
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/PID/stat: 100
+// on every Linux architecture Go supports.
+const clockTicks = 100
+
+// procStat returns the fields of /proc/PID/stat after the command name:
+// [0] is the state (field 3 in proc(5)), [1] the parent's pid, [11] and
+// [12] user and system time in clock ticks.
+func procStat(pid string) ([]string, error) {
+	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndexByte(string(raw), ')') // the name may hold spaces and parentheses
+	if i < 0 {
+		return nil, fmt.Errorf("/proc/%s/stat: no command name", pid)
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 13 {
+		return nil, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(f))
+	}
+	return f, nil
+}
+
+// processCPU returns the CPU time (user and system) a process has used;
+// pid "self" is this process. Its resolution is a clock tick (10 ms).
+func processCPU(pid string) (time.Duration, error) {
+	f, err := procStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%s/stat: bad CPU time %q", pid, s)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// childPIDs returns the processes whose parent is pid.
+func childPIDs(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	want := strconv.Itoa(pid)
+	var out []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, err := procStat(e.Name()); err == nil && f[1] == want {
+			out = append(out, n)
+		}
+	}
+	return out
 }

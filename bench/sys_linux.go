@@ -89,3 +89,18 @@ func deviceOf(fi os.FileInfo) uint64 {
 	}
 	return 0
 }
+
+// ownProcessGroup starts the child in a process group of its own, so that
+// killProcessGroup ends it with every process it forked.
+func ownProcessGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+// killProcessGroup kills the process group of a child started with
+// ownProcessGroup.
+func killProcessGroup(cmd *exec.Cmd) {
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}

@@ -27,3 +27,7 @@ func intoCgroup(cmd *exec.Cmd, fd int) {}
 func adviseRandom(f *os.File) error { return nil }
 
 func deviceOf(fi os.FileInfo) uint64 { return 0 }
+
+func ownProcessGroup(cmd *exec.Cmd) {}
+
+func killProcessGroup(cmd *exec.Cmd) { cmd.Process.Kill() }
