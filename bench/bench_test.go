@@ -53,6 +53,7 @@ var suiteReportWants = map[string][]string{
 		"Where the pages came from", "`store-direct`", "hit_ratio"},
 	"bigdata": {"store bytes per byte served", "Disk reads per read"},
 	"clone":   {"Store reads per clone", "| service-warm | 1 | 0 B | 0.00 |", "`store-direct`", "store_bytes_per_clone"},
+	"chunks":  {"chunkd vs nginx proxy_cache", "| serve-memory |", "Disk reads per disk-served chunk"},
 	"title5":  {"hit ratios per tier", "| threads |", "tps", "Where the pages came from", "`store-direct`", "hit_ratio"},
 }
 

@@ -260,10 +260,10 @@ func (cc *chunkClient) fetch(ctx context.Context, w int, url, rng string, status
 type chunkPath struct {
 	name string
 	svc  *inproc // the in-process service; nil for the other paths
-	// serverCPU, for a server in processes of its own (serve-memory,
-	// nginx-cache), is the CPU time they have used so far.
-	serverCPU func() (time.Duration, error)
-	op        Op
+	// server, for a server in processes of its own (serve-memory,
+	// nginx-*), returns their pids.
+	server func() []string
+	op     Op
 }
 
 // runChunksSize measures every path with chunks of size bytes.
@@ -448,21 +448,50 @@ func (rig *chunksRig) startNginx(ctx context.Context, r *Runner) {
 		version, bin, p.workers, nginxSlice, storeEmulation(r.Config.rtt(), r.Config.Bandwidth))
 }
 
-// warmNginx reads every chunk's range through nginx twice: the first pass
-// fills its cache, the second must be served from it.
+// byteRange is a range of the table file: where a chunk's bytes are.
+type byteRange struct {
+	off    uint64
+	length uint32
+}
+
+// nginxRanges are what the nginx paths ask for, per chunk: its record
+// (nginx-cache), or as many bytes as the decoded chunk from the record's
+// start, moved back to end within the file where they would pass its end
+// (nginx-same-size: not a chunk, the bytes chunkd sends).
+func (rig *chunksRig) nginxRanges(sameSize bool) (map[addr.Addr]byteRange, error) {
+	out := make(map[addr.Addr]byteRange, len(rig.file.Addrs))
+	for _, a := range rig.file.Addrs {
+		e, ok := rig.tf.Lookup(a)
+		if !ok {
+			return nil, fmt.Errorf("chunk %s is not in the file's index", a)
+		}
+		r := byteRange{e.Offset, e.Length}
+		if sameSize {
+			r = byteRange{min(e.Offset, uint64(rig.file.Size)-uint64(rig.size)), uint32(rig.size)}
+		}
+		out[a] = r
+	}
+	return out, nil
+}
+
+// warmNginx reads every range of both nginx paths through nginx twice:
+// the first pass fills its cache, the second must be served from it.
 func (rig *chunksRig) warmNginx(ctx context.Context, p *nginxPeer) error {
-	for pass := 0; pass < 2; pass++ {
-		for _, a := range rig.file.Addrs {
-			e, ok := rig.tf.Lookup(a)
-			if !ok {
-				return fmt.Errorf("chunk %s is not in the file's index", a)
-			}
-			status, err := rig.cc.getRange(ctx, 0, p.url, e.Offset, e.Length)
-			if err != nil {
-				return fmt.Errorf("nginx: %w", err)
-			}
-			if pass == 1 && status != "HIT" {
-				return fmt.Errorf("nginx: a warm read of chunk %s was a cache %s", a, status)
+	for _, sameSize := range []bool{false, true} {
+		ranges, err := rig.nginxRanges(sameSize)
+		if err != nil {
+			return err
+		}
+		for pass := 0; pass < 2; pass++ {
+			for _, a := range rig.file.Addrs {
+				r := ranges[a]
+				status, err := rig.cc.getRange(ctx, 0, p.url, r.off, r.length)
+				if err != nil {
+					return fmt.Errorf("nginx: %w", err)
+				}
+				if pass == 1 && status != "HIT" {
+					return fmt.Errorf("nginx: a warm read of bytes %d-%d was a cache %s", r.off, r.off+uint64(r.length)-1, status)
+				}
 			}
 		}
 	}
@@ -592,7 +621,7 @@ func (rig *chunksRig) paths(apis []string) []chunkPath {
 		}
 	}
 	if s := rig.serve; s != nil {
-		paths = append(paths, chunkPath{name: "serve-memory", serverCPU: func() (time.Duration, error) { return processCPU(s.pid) }, op: func(ctx context.Context, w int, rng *rand.Rand) error {
+		paths = append(paths, chunkPath{name: "serve-memory", server: func() []string { return []string{s.pid} }, op: func(ctx context.Context, w int, rng *rand.Rand) error {
 			tier, err := cc.get(ctx, w, s.url+api.ChunkPath(chunksDB, pickAddr(rng)))
 			if err != nil {
 				return err
@@ -604,21 +633,21 @@ func (rig *chunksRig) paths(apis []string) []chunkPath {
 		}})
 	}
 	if p := rig.nginx; p != nil {
-		entries := make(map[addr.Addr]tablefile.Entry, len(perm))
-		for _, a := range perm {
-			entries[a], _ = rig.tf.Lookup(a) // warmNginx found every one
+		for _, sameSize := range []bool{false, true} {
+			ranges, _ := rig.nginxRanges(sameSize) // warmNginx read every one
+			name := map[bool]string{false: "nginx-cache", true: "nginx-same-size"}[sameSize]
+			paths = append(paths, chunkPath{name: name, server: p.pids, op: func(ctx context.Context, w int, rng *rand.Rand) error {
+				r := ranges[pickAddr(rng)]
+				status, err := cc.getRange(ctx, w, p.url, r.off, r.length)
+				if err != nil {
+					return err
+				}
+				if status != "HIT" {
+					return fmt.Errorf("nginx answered a warm range with cache status %q, want HIT", status)
+				}
+				return nil
+			}})
 		}
-		paths = append(paths, chunkPath{name: "nginx-cache", serverCPU: p.cpu, op: func(ctx context.Context, w int, rng *rand.Rand) error {
-			e := entries[pickAddr(rng)]
-			status, err := cc.getRange(ctx, w, p.url, e.Offset, e.Length)
-			if err != nil {
-				return err
-			}
-			if status != "HIT" {
-				return fmt.Errorf("nginx answered a warm chunk with cache status %q, want HIT", status)
-			}
-			return nil
-		}})
 	}
 	return append(paths, chunkPath{name: "store-direct", op: func(ctx context.Context, w int, rng *rand.Rand) error {
 		data, err := rig.tf.Get(pickAddr(rng))
@@ -645,7 +674,7 @@ type chunkRuns struct {
 	rchar     map[chunkKey][]float64 // bytes those calls returned per op, per run
 	diskReads map[chunkKey][]float64 // the service's own count, per disk-served chunk
 	cpuSelf   map[chunkKey][]float64 // CPU µs of this process (clients, and the in-process services) per op, per run
-	cpuServer map[chunkKey][]float64 // CPU µs of the server's own processes per op, per run (serve-memory, nginx-cache)
+	server    map[chunkKey][]usage   // the server's own processes, per op, per run (serve-memory, nginx-*)
 	failed    map[chunkKey]error
 }
 
@@ -654,7 +683,7 @@ type chunkRuns struct {
 func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunkPath, clients []int, load Load) (*chunkRuns, error) {
 	cfg, rep, cs := r.Config, r.Report, rig.cs
 	m := &chunkRuns{stats: map[chunkKey][]Stats{}, syscr: map[chunkKey][]float64{}, rchar: map[chunkKey][]float64{},
-		diskReads: map[chunkKey][]float64{}, cpuSelf: map[chunkKey][]float64{}, cpuServer: map[chunkKey][]float64{}, failed: map[chunkKey]error{}}
+		diskReads: map[chunkKey][]float64{}, cpuSelf: map[chunkKey][]float64{}, server: map[chunkKey][]usage{}, failed: map[chunkKey]error{}}
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, c := range clients {
 			for _, p := range paths {
@@ -665,7 +694,8 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 				var before, after promSamples
 				var io0 procIO
 				var ioErr error
-				var cpu0 cpuMark
+				var self0, srv0 usage
+				var uErr error
 				l := load
 				l.Clients = c
 				l.Mark = func() {
@@ -673,7 +703,7 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 						before, _ = scrapeMetrics(ctx, rig.cc.hc, p.svc.url+"/metrics")
 					}
 					io0, ioErr = readProcIO("self")
-					cpu0 = markCPU(p.serverCPU)
+					self0, srv0, uErr = markUsage(p.server)
 				}
 				s, err := Drive(ctx, l, p.op)
 				if err != nil {
@@ -685,7 +715,7 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 					continue
 				}
 				io1, ioErr1 := readProcIO("self")
-				cpu1 := markCPU(p.serverCPU)
+				self1, srv1, uErr1 := markUsage(p.server)
 				if p.svc != nil {
 					after, _ = scrapeMetrics(ctx, rig.cc.hc, p.svc.url+"/metrics")
 					if before != nil && after != nil {
@@ -700,11 +730,10 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 					m.syscr[k] = append(m.syscr[k], float64(io1.sub(io0).Syscr)/float64(st.Count))
 					m.rchar[k] = append(m.rchar[k], float64(io1.sub(io0).Rchar)/float64(st.Count))
 				}
-				if cpu0.err == nil && cpu1.err == nil && st.Count > 0 {
-					per := func(d time.Duration) float64 { return us(d) / float64(st.Count) }
-					m.cpuSelf[k] = append(m.cpuSelf[k], per(cpu1.self-cpu0.self))
-					if p.serverCPU != nil {
-						m.cpuServer[k] = append(m.cpuServer[k], per(cpu1.server-cpu0.server))
+				if uErr == nil && uErr1 == nil && st.Count > 0 {
+					m.cpuSelf[k] = append(m.cpuSelf[k], self1.sub(self0).per(st.Count).cpuUS)
+					if p.server != nil {
+						m.server[k] = append(m.server[k], srv1.sub(srv0).per(st.Count))
 					}
 				}
 				m.stats[k] = append(m.stats[k], st)
@@ -719,22 +748,50 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 	return m, nil
 }
 
-// cpuMark is the CPU time used so far by this process and by a path's
-// server processes.
-type cpuMark struct {
-	self, server time.Duration
-	err          error
+// usage is what processes have used: CPU time in µs, and read and
+// write calls with the bytes written (sockets included); so far, or per
+// operation.
+type usage struct {
+	cpuUS, syscr, syscw, wchar float64
 }
 
-// markCPU reads the CPU time of this process, and of the server's
-// processes if server is not nil.
-func markCPU(server func() (time.Duration, error)) cpuMark {
-	var c cpuMark
-	c.self, c.err = processCPU("self")
-	if server != nil && c.err == nil {
-		c.server, c.err = server()
+// usageOf sums the usage of the processes pids so far.
+func usageOf(pids []string) (usage, error) {
+	var u usage
+	for _, pid := range pids {
+		cpu, err := processCPU(pid)
+		if err != nil {
+			return u, err
+		}
+		io, err := readProcIO(pid)
+		if err != nil {
+			return u, err
+		}
+		u.cpuUS += us(cpu)
+		u.syscr += float64(io.Syscr)
+		u.syscw += float64(io.Syscw)
+		u.wchar += float64(io.Wchar)
 	}
-	return c
+	return u, nil
+}
+
+func (a usage) sub(b usage) usage {
+	return usage{a.cpuUS - b.cpuUS, a.syscr - b.syscr, a.syscw - b.syscw, a.wchar - b.wchar}
+}
+
+func (a usage) per(n int64) usage {
+	f := float64(n)
+	return usage{a.cpuUS / f, a.syscr / f, a.syscw / f, a.wchar / f}
+}
+
+// markUsage reads the usage of this process, and of the server's
+// processes if server is not nil.
+func markUsage(server func() []string) (self, srv usage, err error) {
+	if self, err = usageOf([]string{"self"}); err != nil || server == nil {
+		return self, srv, err
+	}
+	srv, err = usageOf(server())
+	return self, srv, err
 }
 
 // report adds the results, the disk reads per disk-served chunk, and the
@@ -824,29 +881,24 @@ func (m *chunkRuns) reportNginx(rep *Report, rig *chunksRig, clients []int) {
 		"its cache warm: every chunk's range read twice before measuring, and every measured answer had to be a cache `HIT`). "+
 		"A client asks nginx for a chunk's **stored** bytes as a byte range, as a user with no chunkd would: the compressed record with its CRC, %.0f bytes on average, unverified. "+
 		"chunkd answers with the **decoded** chunk (%s), proven to hash to its address (when its file was downloaded; a disk hit also checks the record's CRC and decodes it). "+
-		"So nginx sends fewer bytes here, and the comparison is about the cost of serving. "+
+		"So nginx sends fewer bytes here, and the comparison is about the cost of serving; `nginx-same-size` asks nginx for as many bytes as chunkd sends (a range of the decoded chunk's size from the record's start: not a chunk), to tell the cost of the bytes from the cost of serving. "+
 		"`serve-memory` is chunkd as a user runs it, a process of its own as nginx is; `http-memory` and `http-disk` are the service inside this process, sharing its Go runtime with the clients. "+
 		"Figures are medians over runs; *runs* gives the lowest and highest of the runs' own ratios (each run measures every path at about the same time). "+
-		"CPU is per request, from /proc/PID/stat (10 ms ticks): this process's (the clients, and the in-process services) and the server's own processes' (chunkd serve, or nginx's master and workers).\n\n",
+		"CPU is per request, from /proc/PID/stat (10 ms ticks), of this process: the clients, and the in-process services.\n\n",
 		rig.nginx.version, nginxSlice, rig.nginx.workers, float64(rig.tf.DataEnd())/float64(rig.n), cs)
 
 	chunkd := []string{"serve-memory", "http-memory", "http-disk"}
-	fmt.Fprintf(&b, "| clients | path | p50 µs | p50 × nginx | ops/s | ops/s × nginx | CPU µs/req, this process | CPU µs/req, server process | spread |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&b, "| clients | path | p50 µs | p50 × nginx | ops/s | ops/s × nginx | CPU µs/req, this process | spread |\n|--:|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range clients {
 		nr := Summarize("", cs, ng, c, m.stats[chunkKey{ng, c}])
-		for _, path := range append([]string{ng, "bare-http"}, chunkd...) {
+		for _, path := range append([]string{ng, "nginx-same-size", "bare-http"}, chunkd...) {
 			k := chunkKey{path, c}
 			if len(m.stats[k]) == 0 {
 				continue
 			}
 			r := Summarize("", cs, path, c, m.stats[k])
-			server := "–"
-			if v := m.cpuServer[k]; len(v) > 0 {
-				server = fmt.Sprintf("%.1f", median(v))
-				rep.Metric(cs, path, c, "cpu_us_per_request_server", median(v))
-			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %.1f | %s | %.0f%% |\n", c, path, fmtUS(r.P50US), ratio(r.P50US, nr.P50US),
-				fmtRate(r.Throughput), ratio(r.Throughput, nr.Throughput), median(m.cpuSelf[k]), server, r.SpreadPct)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %.1f | %.0f%% |\n", c, path, fmtUS(r.P50US), ratio(r.P50US, nr.P50US),
+				fmtRate(r.Throughput), ratio(r.Throughput, nr.Throughput), median(m.cpuSelf[k]), r.SpreadPct)
 			rep.Metric(cs, path, c, "cpu_us_per_request_self", median(m.cpuSelf[k]))
 		}
 	}
@@ -892,36 +944,78 @@ func (m *chunkRuns) reportNginx(rep *Report, rig *chunksRig, clients []int) {
 			rep.Metric(cs, path, g.clients, g.metric, x)
 		}
 	}
+	m.servers(&b, rep, cs, clients)
 	m.whereCPUGoes(&b, goalRateClients)
 	rep.Section(title, b.String())
+}
+
+// servers is the table of what the servers in processes of their own
+// spent per request: CPU, read and write calls, bytes written.
+func (m *chunkRuns) servers(b *strings.Builder, rep *Report, cs string, clients []int) {
+	b.WriteString("\nThe servers in processes of their own, per request (from /proc/PID/stat and /proc/PID/io of chunkd serve, or of nginx's master and workers; medians over runs; calls on sockets included, sendfile counted as a write):\n\n" +
+		"| clients | path | CPU µs | read calls | write calls | bytes written |\n|--:|---|--:|--:|--:|--:|\n")
+	for _, c := range clients {
+		for _, path := range []string{"nginx-cache", "nginx-same-size", "serve-memory"} {
+			k := chunkKey{path, c}
+			runs := m.server[k]
+			if len(runs) == 0 {
+				continue
+			}
+			col := func(f func(usage) float64) float64 {
+				xs := make([]float64, len(runs))
+				for i, u := range runs {
+					xs[i] = f(u)
+				}
+				return median(xs)
+			}
+			u := usage{col(func(u usage) float64 { return u.cpuUS }), col(func(u usage) float64 { return u.syscr }),
+				col(func(u usage) float64 { return u.syscw }), col(func(u usage) float64 { return u.wchar })}
+			fmt.Fprintf(b, "| %d | %s | %.1f | %.2f | %.2f | %.0f |\n", c, path, u.cpuUS, u.syscr, u.syscw, u.wchar)
+			rep.Metric(cs, path, c, "server_cpu_us_per_request", u.cpuUS)
+			rep.Metric(cs, path, c, "server_read_calls_per_request", u.syscr)
+			rep.Metric(cs, path, c, "server_write_calls_per_request", u.syscw)
+			rep.Metric(cs, path, c, "server_bytes_written_per_request", u.wchar)
+		}
+	}
 }
 
 // whereCPUGoes says what a request costs in CPU at c clients, where
 // every core is busy and throughput is the cores' time over that cost.
 func (m *chunkRuns) whereCPUGoes(b *strings.Builder, c int) {
-	cpu := func(mm map[chunkKey][]float64, path string) (float64, bool) {
-		v := mm[chunkKey{path, c}]
+	self := func(path string) (float64, bool) {
+		v := m.cpuSelf[chunkKey{path, c}]
 		return median(v), len(v) > 0
 	}
-	clients, ok := cpu(m.cpuSelf, "nginx-cache")
+	server := func(path string) (float64, bool) {
+		var xs []float64
+		for _, u := range m.server[chunkKey{path, c}] {
+			xs = append(xs, u.cpuUS)
+		}
+		return median(xs), len(xs) > 0
+	}
+	clients, ok := self("nginx-cache")
 	if !ok {
 		return
 	}
 	fmt.Fprintf(b, "\nWhere the CPU goes at %d clients (the cores are busy, so throughput is about the cores' time over a request's CPU, clients included): ", c)
-	ng, _ := cpu(m.cpuServer, "nginx-cache")
+	ng, _ := server("nginx-cache")
 	fmt.Fprintf(b, "nginx spends %.1f µs a request, its clients %.1f", ng, clients)
-	if sv, ok := cpu(m.cpuServer, "serve-memory"); ok {
-		cl, _ := cpu(m.cpuSelf, "serve-memory")
-		fmt.Fprintf(b, "; chunkd serve %.1f µs (memory hits), its clients %.1f (they read the decoded chunk, more bytes than nginx's record)", sv, cl)
+	if v, ok := server("nginx-same-size"); ok {
+		cl, _ := self("nginx-same-size")
+		fmt.Fprintf(b, "; nginx sending chunkd's number of bytes %.1f µs, its clients %.1f", v, cl)
+	}
+	if v, ok := server("serve-memory"); ok {
+		cl, _ := self("serve-memory")
+		fmt.Fprintf(b, "; chunkd serve %.1f µs (memory hits), its clients %.1f", v, cl)
 	}
 	var in []string
 	for _, path := range []string{"bare-http", "http-memory", "http-disk"} {
-		if v, ok := cpu(m.cpuSelf, path); ok {
+		if v, ok := self(path); ok {
 			in = append(in, fmt.Sprintf("%s %.1f", path, v-clients))
 		}
 	}
 	if len(in) > 0 {
-		fmt.Fprintf(b, "; the in-process servers, estimated as this process's CPU less the clients' on the nginx path: %s µs", strings.Join(in, ", "))
+		fmt.Fprintf(b, "; the in-process servers, estimated as this process's CPU less the clients' on the nginx-cache path: %s µs", strings.Join(in, ", "))
 	}
 	b.WriteString(". bare-http is Go's net/http with a handler that writes fixed bytes: the floor under any chunkd HTTP path.\n")
 }

@@ -220,22 +220,13 @@ http {
 
 // pids are nginx's processes: the master and its children (workers, cache
 // manager and loader).
-func (p *nginxPeer) pids() []int {
+func (p *nginxPeer) pids() []string {
 	master := p.cmd.Process.Pid
-	return append([]int{master}, childPIDs(master)...)
-}
-
-// cpu is the CPU time nginx's processes have used so far.
-func (p *nginxPeer) cpu() (time.Duration, error) {
-	var sum time.Duration
-	for _, pid := range p.pids() {
-		t, err := processCPU(strconv.Itoa(pid))
-		if err != nil {
-			return 0, err
-		}
-		sum += t
+	pids := []string{strconv.Itoa(master)}
+	for _, c := range childPIDs(master) {
+		pids = append(pids, strconv.Itoa(c))
 	}
-	return sum, nil
+	return pids
 }
 
 // stop ends nginx: a fast shutdown (SIGTERM to the master), and after 10

@@ -16,6 +16,8 @@ type procIO struct {
 	Rchar     int64 // bytes read by read-like calls (page cache included)
 	Syscr     int64 // read-like system calls: read, pread, readv, ... (sockets too)
 	ReadBytes int64 // bytes the process made the block layer fetch (real device reads)
+	Wchar     int64 // bytes written by write-like calls (sendfile's too)
+	Syscw     int64 // write-like system calls: write, writev, sendfile, ... (sockets too)
 }
 
 // readProcIO reads /proc/PID/io; pid "self" is this process.
@@ -42,16 +44,20 @@ func readProcIO(pid string) (procIO, error) {
 			io.Syscr, found = n, found+1
 		case "read_bytes":
 			io.ReadBytes, found = n, found+1
+		case "wchar":
+			io.Wchar, found = n, found+1
+		case "syscw":
+			io.Syscw, found = n, found+1
 		}
 	}
-	if found < 3 {
+	if found < 5 {
 		return io, fmt.Errorf("/proc/%s/io: missing counters", pid)
 	}
 	return io, nil
 }
 
 func (a procIO) sub(b procIO) procIO {
-	return procIO{a.Rchar - b.Rchar, a.Syscr - b.Syscr, a.ReadBytes - b.ReadBytes}
+	return procIO{a.Rchar - b.Rchar, a.Syscr - b.Syscr, a.ReadBytes - b.ReadBytes, a.Wchar - b.Wchar, a.Syscw - b.Syscw}
 }
 
 // promSample is one scraped sample: name{labels} value.
