@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -740,7 +741,7 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 				if c == clients[0] {
 					rep.Samples(cs, p.name, c, s.Lat)
 				}
-				r.Logf("chunks %s: run %d/%d %-13s %2d clients: p50 %s µs, p99 %s µs, %s ops/s", cs, run, cfg.Runs, p.name, c,
+				r.Logf("chunks %s: run %d/%d %-15s %2d clients: p50 %s µs, p99 %s µs, %s ops/s", cs, run, cfg.Runs, p.name, c,
 					fmtUS(us(st.P50)), fmtUS(us(st.P99)), fmtRate(st.Throughput))
 			}
 		}
@@ -884,51 +885,60 @@ func (m *chunkRuns) reportNginx(rep *Report, rig *chunksRig, clients []int) {
 		"So nginx sends fewer bytes here, and the comparison is about the cost of serving; `nginx-same-size` asks nginx for as many bytes as chunkd sends (a range of the decoded chunk's size from the record's start: not a chunk), to tell the cost of the bytes from the cost of serving. "+
 		"`serve-memory` is chunkd as a user runs it, a process of its own as nginx is; `http-memory` and `http-disk` are the service inside this process, sharing its Go runtime with the clients. "+
 		"Figures are medians over runs; *runs* gives the lowest and highest of the runs' own ratios (each run measures every path at about the same time). "+
-		"CPU is per request, from /proc/PID/stat (10 ms ticks), of this process: the clients, and the in-process services.\n\n",
-		rig.nginx.version, nginxSlice, rig.nginx.workers, float64(rig.tf.DataEnd())/float64(rig.n), cs)
+		"CPU is per request, from /proc/PID/stat (10 ms ticks): of this process (the clients, and the in-process services), and of all processes (adding the server's own: chunkd serve, or nginx's master and workers). "+
+		"On a machine shared with other work, ops/s measures the share of the cores the paths' processes got as much as their cost (the in-process paths are one process of %d threads; the others add the server's processes); "+
+		"requests per CPU second (1 ÷ the CPU of all processes per request) does not depend on that share, and its ratio to nginx's is in the last column.\n\n",
+		rig.nginx.version, nginxSlice, rig.nginx.workers, float64(rig.tf.DataEnd())/float64(rig.n), cs, runtime.GOMAXPROCS(0))
 
 	chunkd := []string{"serve-memory", "http-memory", "http-disk"}
-	fmt.Fprintf(&b, "| clients | path | p50 µs | p50 × nginx | ops/s | ops/s × nginx | CPU µs/req, this process | spread |\n|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&b, "| clients | path | p50 µs | p50 × nginx | ops/s | ops/s × nginx | CPU µs/req, this process | CPU µs/req, all | req per CPU-s × nginx | spread |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range clients {
 		nr := Summarize("", cs, ng, c, m.stats[chunkKey{ng, c}])
+		ngAll := m.cpuAll(chunkKey{ng, c})
 		for _, path := range append([]string{ng, "nginx-same-size", "bare-http"}, chunkd...) {
 			k := chunkKey{path, c}
 			if len(m.stats[k]) == 0 {
 				continue
 			}
 			r := Summarize("", cs, path, c, m.stats[k])
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %.1f | %.0f%% |\n", c, path, fmtUS(r.P50US), ratio(r.P50US, nr.P50US),
-				fmtRate(r.Throughput), ratio(r.Throughput, nr.Throughput), median(m.cpuSelf[k]), r.SpreadPct)
+			all := m.cpuAll(k)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %.1f | %.1f | %s | %.0f%% |\n", c, path, fmtUS(r.P50US), ratio(r.P50US, nr.P50US),
+				fmtRate(r.Throughput), ratio(r.Throughput, nr.Throughput), median(m.cpuSelf[k]), all, ratio(ngAll, all), r.SpreadPct)
 			rep.Metric(cs, path, c, "cpu_us_per_request_self", median(m.cpuSelf[k]))
+			rep.Metric(cs, path, c, "cpu_us_per_request_all", all)
 		}
 	}
 
 	fmt.Fprintf(&b, "\nThe goals: chunkd's p50 at %d client at or below nginx's, and its throughput at %d clients at or above.\n\n", goalP50Clients, goalRateClients)
 	b.WriteString("| goal | chunkd path | chunkd | nginx | chunkd ÷ nginx | runs | met? |\n|---|---|--:|--:|--:|--:|---|\n")
+	stat := func(f func(Stats) float64) func(chunkKey) []float64 {
+		return func(k chunkKey) []float64 {
+			var xs []float64
+			for _, s := range m.stats[k] {
+				xs = append(xs, f(s))
+			}
+			return xs
+		}
+	}
 	for _, g := range []struct {
 		name    string
 		clients int
 		metric  string
-		fig     func(Stats) float64
-		lower   bool // lower is better
+		runs    func(chunkKey) []float64 // the figure per run
+		lower   bool                     // lower is better
 		unit    string
 	}{
-		{fmt.Sprintf("p50 at %d client", goalP50Clients), goalP50Clients, "p50_over_nginx", func(s Stats) float64 { return us(s.P50) }, true, "µs"},
-		{fmt.Sprintf("ops/s at %d clients", goalRateClients), goalRateClients, "throughput_over_nginx", func(s Stats) float64 { return s.Throughput }, false, "ops/s"},
+		{fmt.Sprintf("p50 at %d client", goalP50Clients), goalP50Clients, "p50_over_nginx", stat(func(s Stats) float64 { return us(s.P50) }), true, "µs"},
+		{fmt.Sprintf("ops/s at %d clients", goalRateClients), goalRateClients, "throughput_over_nginx", stat(func(s Stats) float64 { return s.Throughput }), false, "ops/s"},
+		{fmt.Sprintf("(the same, as req per CPU-s at %d clients)", goalRateClients), goalRateClients, "requests_per_cpu_second_over_nginx", m.perCPUSecond, false, "req/CPU-s"},
 	} {
 		for _, path := range chunkd {
-			cr, nr := m.stats[chunkKey{path, g.clients}], m.stats[chunkKey{ng, g.clients}]
-			if len(cr) == 0 || len(nr) == 0 {
+			cv, nv := g.runs(chunkKey{path, g.clients}), g.runs(chunkKey{ng, g.clients})
+			if len(cv) == 0 || len(nv) == 0 {
 				fmt.Fprintf(&b, "| %s | %s | | | | | not measured (clients %s) |\n", g.name, path, intList(clients))
 				continue
 			}
-			var cv, nv, rs []float64
-			for _, s := range cr {
-				cv = append(cv, g.fig(s))
-			}
-			for _, s := range nr {
-				nv = append(nv, g.fig(s))
-			}
+			var rs []float64
 			for i := 0; i < min(len(cv), len(nv)); i++ {
 				rs = append(rs, cv[i]/nv[i])
 			}
@@ -947,6 +957,39 @@ func (m *chunkRuns) reportNginx(rep *Report, rig *chunksRig, clients []int) {
 	m.servers(&b, rep, cs, clients)
 	m.whereCPUGoes(&b, goalRateClients)
 	rep.Section(title, b.String())
+}
+
+// cpuAllRuns is, per run, the CPU µs per request of every process on
+// path k: this one, and the server's own if it has any.
+func (m *chunkRuns) cpuAllRuns(k chunkKey) []float64 {
+	self, srv := m.cpuSelf[k], m.server[k]
+	var xs []float64
+	for i := range self {
+		x := self[i]
+		if len(srv) > 0 {
+			if i >= len(srv) {
+				break
+			}
+			x += srv[i].cpuUS
+		}
+		xs = append(xs, x)
+	}
+	return xs
+}
+
+// cpuAll is the median over runs of cpuAllRuns.
+func (m *chunkRuns) cpuAll(k chunkKey) float64 { return median(m.cpuAllRuns(k)) }
+
+// perCPUSecond is, per run, the requests path k serves per second of CPU
+// of all its processes.
+func (m *chunkRuns) perCPUSecond(k chunkKey) []float64 {
+	var xs []float64
+	for _, x := range m.cpuAllRuns(k) {
+		if x > 0 {
+			xs = append(xs, 1e6/x)
+		}
+	}
+	return xs
 }
 
 // servers is the table of what the servers in processes of their own

@@ -81,12 +81,33 @@
 // store with an emulated round trip, --rtt 30ms, whose download is held
 // back so every request reads through) and store-direct (tablefile over
 // store.ReaderAt with the same round trip: a client reading the store
-// itself). --api grpc or both adds the grpc-* paths. Clients 1, 4, 16
+// itself). --api grpc or both adds the grpc-* paths. Clients 1, 4, 8, 16
 // (small) up to 64 (large); chunk sizes 16 KiB (small) or 4, 16, 64 KiB.
 // It also reports the disk reads a disk-served chunk costs: the read
 // syscalls of this process (/proc/self/io syscr) per request on the disk
 // path less those on the memory path, the same difference in bytes
 // (rchar) over the record size, and the service's own counter.
+//
+// chunks also measures chunkd against what a user who only wants bytes
+// near the database would run instead: serve-memory is a "chunkd serve"
+// child (this binary, or --binary) with every chunk in memory, a process
+// of its own; nginx-cache is nginx (found on PATH or at /usr/sbin/nginx,
+// with the slice module; skipped with a note otherwise) as a caching
+// reverse proxy (proxy_cache on disk, slice 1m, 2 workers) in front of an
+// origin in this process that answers each range with one ranged read of
+// the store (with --rtt). The bench writes nginx's config, cache, logs
+// and pid file in its work dir and runs it in the foreground (-p, -c);
+// it never touches /etc/nginx or a system service. nginx's cache is warm
+// (every range read twice, every measured answer a HIT), and a client asks
+// it for a chunk's stored record as a byte range: compressed and
+// unverified, where chunkd sends the decoded chunk proven to hash to its
+// address; nginx-same-size asks for as many bytes as chunkd sends, to
+// tell bytes from serving. The section "chunkd vs nginx proxy_cache"
+// gives the ratios of the goals (chunkd's p50 at 1 client at or below
+// nginx's, its throughput at 8 clients at or above, per run and as
+// medians), and the CPU, read and write calls and bytes written per
+// request of each server's own processes (/proc/PID/stat and io), with
+// this process's CPU per request on every path.
 //
 // bigdata is YugabyteDB's uncached random-read test at our scale: a data
 // set of table files several times the memory the service is given
