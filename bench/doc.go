@@ -107,7 +107,11 @@
 // nginx's, its throughput at 8 clients at or above, per run and as
 // medians), and the CPU, read and write calls and bytes written per
 // request of each server's own processes (/proc/PID/stat and io), with
-// this process's CPU per request on every path.
+// this process's CPU per request on every path. On a machine shared with
+// other work, ops/s also measures the share of the cores a path's
+// processes got (the in-process paths are one process; serve-memory and
+// nginx add their own), so the section also gives requests per CPU
+// second of all of a path's processes, which does not depend on it.
 //
 // bigdata is YugabyteDB's uncached random-read test at our scale: a data
 // set of table files several times the memory the service is given
