@@ -945,9 +945,9 @@ func (m *chunkRuns) reportNginx(rep *Report, rig *chunksRig, clients []int) {
 			x := median(cv) / median(nv)
 			verdict := "**yes**"
 			if g.lower && x > 1 {
-				verdict = fmt.Sprintf("no: %.0f%% slower", (x-1)*100)
+				verdict = "no: " + percent(x-1) + " slower"
 			} else if !g.lower && x < 1 {
-				verdict = fmt.Sprintf("no: %.0f%% fewer", (1-x)*100)
+				verdict = "no: " + percent(1-x) + " fewer"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s %s | %s %s | **%.2f** | %.2f–%.2f | %s |\n", g.name, path,
 				fmtFig(median(cv)), g.unit, fmtFig(median(nv)), g.unit, x, slices.Min(rs), slices.Max(rs), verdict)
@@ -1061,6 +1061,14 @@ func (m *chunkRuns) whereCPUGoes(b *strings.Builder, c int) {
 		fmt.Fprintf(b, "; the in-process servers, estimated as this process's CPU less the clients' on the nginx-cache path: %s µs", strings.Join(in, ", "))
 	}
 	b.WriteString(". bare-http is Go's net/http with a handler that writes fixed bytes: the floor under any chunkd HTTP path.\n")
+}
+
+// percent formats a fraction as a percentage, with a decimal under 10%.
+func percent(f float64) string {
+	if f < 0.1 {
+		return strconv.FormatFloat(f*100, 'f', 1, 64) + "%"
+	}
+	return strconv.FormatFloat(f*100, 'f', 0, 64) + "%"
 }
 
 // fmtFig formats a latency or a rate for a table.
