@@ -71,6 +71,7 @@ func runChunks(ctx context.Context, r *Runner) error {
 		"- `store-direct`: no service: the chunk read through `tablefile` over `store.ReaderAt` with the same emulated round trip, the index already in memory: what a client reading the store itself pays.\n" +
 		"- `serve-memory`: the service as a user runs it: a `chunkd serve` child process (its own process, as nginx is) over the same store, every chunk in its memory tier.\n" +
 		"- `nginx-cache`: no chunkd: nginx as a caching reverse proxy (`proxy_cache`, slice module) in front of the store, its cache warm; a client asks for the chunk's stored bytes as a byte range, as a user who only wants bytes near the database would. Measured when nginx is installed; see the section *chunkd vs nginx proxy_cache*.\n" +
+		"- `nginx-same-size`: the same nginx asked for as many bytes as chunkd sends (the decoded chunk's size from the record's start: not a chunk), to tell the cost of bytes from the cost of serving.\n" +
 		"- `grpc-*`: the same service paths over gRPC (with `--api grpc` or `both`).\n\n" +
 		"Multipliers are against `bare-http` at the same client count."
 	rep.Env.Set("service", "in-process: server.New with net/http on 127.0.0.1:0 and gRPC on 127.0.0.1:0; the clients run in the same process, so clients and service share the %d cores", rep.Env.Cores)
@@ -216,10 +217,10 @@ func (cc *chunkClient) get(ctx context.Context, w int, url string) (string, erro
 	return h.Get(api.HeaderTier), err
 }
 
-// getRange fetches length bytes of url from offset off, with a Range
-// header; it returns nginx's cache status header.
-func (cc *chunkClient) getRange(ctx context.Context, w int, url string, off uint64, length uint32) (string, error) {
-	h, err := cc.fetch(ctx, w, url, fmt.Sprintf("bytes=%d-%d", off, off+uint64(length)-1), http.StatusPartialContent, int(length))
+// getRange fetches the bytes of r from url; it returns nginx's cache
+// status header.
+func (cc *chunkClient) getRange(ctx context.Context, w int, url string, r byteRange) (string, error) {
+	h, err := cc.fetch(ctx, w, url, r.header, http.StatusPartialContent, int(r.length))
 	return h.Get("X-Cache-Status"), err
 }
 
@@ -453,6 +454,11 @@ func (rig *chunksRig) startNginx(ctx context.Context, r *Runner) {
 type byteRange struct {
 	off    uint64
 	length uint32
+	header string // the Range header asking for it, made once
+}
+
+func newByteRange(off uint64, length uint32) byteRange {
+	return byteRange{off, length, fmt.Sprintf("bytes=%d-%d", off, off+uint64(length)-1)}
 }
 
 // nginxRanges are what the nginx paths ask for, per chunk: its record
@@ -466,9 +472,9 @@ func (rig *chunksRig) nginxRanges(sameSize bool) (map[addr.Addr]byteRange, error
 		if !ok {
 			return nil, fmt.Errorf("chunk %s is not in the file's index", a)
 		}
-		r := byteRange{e.Offset, e.Length}
+		r := newByteRange(e.Offset, e.Length)
 		if sameSize {
-			r = byteRange{min(e.Offset, uint64(rig.file.Size)-uint64(rig.size)), uint32(rig.size)}
+			r = newByteRange(min(e.Offset, uint64(rig.file.Size)-uint64(rig.size)), uint32(rig.size))
 		}
 		out[a] = r
 	}
@@ -486,7 +492,7 @@ func (rig *chunksRig) warmNginx(ctx context.Context, p *nginxPeer) error {
 		for pass := 0; pass < 2; pass++ {
 			for _, a := range rig.file.Addrs {
 				r := ranges[a]
-				status, err := rig.cc.getRange(ctx, 0, p.url, r.off, r.length)
+				status, err := rig.cc.getRange(ctx, 0, p.url, r)
 				if err != nil {
 					return fmt.Errorf("nginx: %w", err)
 				}
@@ -639,7 +645,7 @@ func (rig *chunksRig) paths(apis []string) []chunkPath {
 			name := map[bool]string{false: "nginx-cache", true: "nginx-same-size"}[sameSize]
 			paths = append(paths, chunkPath{name: name, server: p.pids, op: func(ctx context.Context, w int, rng *rand.Rand) error {
 				r := ranges[pickAddr(rng)]
-				status, err := cc.getRange(ctx, w, p.url, r.off, r.length)
+				status, err := cc.getRange(ctx, w, p.url, r)
 				if err != nil {
 					return err
 				}

@@ -154,7 +154,7 @@ func TestNginxPeer(t *testing.T) {
 			if !ok {
 				t.Fatalf("chunk %s not in the index", a)
 			}
-			status, err := cc.getRange(ctx, 0, p.url, e.Offset, e.Length)
+			status, err := cc.getRange(ctx, 0, p.url, newByteRange(e.Offset, e.Length))
 			if err != nil {
 				t.Fatalf("pass %d, chunk %s: %v", pass, a, err)
 			}
