@@ -1110,24 +1110,11 @@ func serviceWithCopy(t *testing.T) (s store.Store, db *testdb.DB, dir, url strin
 	if _, err := cache.GetChunk(context.Background(), "db1", first.Addrs[0]); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := cache.DBInfo(context.Background(), "db1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := false
-		for _, ti := range info.Tables {
-			done = done || ti.Name == first.Name && ti.State == "cached"
-		}
-		if done {
-			return s, db, dir, srv.URL
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the service never cached the first file")
-		}
-		time.Sleep(5 * time.Millisecond)
+	isFirst := func(ti api.TableInfo) bool { return ti.Name == first.Name }
+	if err := cache.WaitCached(context.Background(), "db1", 10*time.Second, isFirst); err != nil {
+		t.Fatal(err)
 	}
+	return s, db, dir, srv.URL
 }
 
 // waitLoaded waits until c's store tier has loaded the manifest and the

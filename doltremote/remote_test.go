@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/remotesapi"
 	"github.com/chunkd/chunkd/doltremote"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
@@ -489,25 +490,12 @@ func TestClone(t *testing.T) {
 // are on the service's disk.
 func waitCached(t *testing.T, r *remote, db string, names ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := r.cache.DBInfo(context.Background(), db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var waiting []string
-		for _, ti := range info.Tables {
-			if ti.State != "cached" && (len(names) == 0 || slices.Contains(names, ti.Name)) {
-				waiting = append(waiting, ti.Name)
-			}
-		}
-		if len(waiting) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("files %v of %s not cached after 10 s", waiting, db)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var named func(api.TableInfo) bool
+	if len(names) > 0 {
+		named = func(ti api.TableInfo) bool { return slices.Contains(names, ti.Name) }
+	}
+	if err := r.cache.WaitCached(context.Background(), db, 10*time.Second, named); err != nil {
+		t.Fatal(err)
 	}
 }
 

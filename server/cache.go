@@ -28,6 +28,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -267,6 +268,45 @@ func (c *Cache) DBInfo(ctx context.Context, db string) (api.DBInfo, error) {
 		return api.DBInfo{}, err
 	}
 	return d.info(), nil
+}
+
+// WaitCached waits until the table files of database db that match
+// (every file, if match is nil) are all on disk, and at least one file
+// matches. It gives up after timeout, or when ctx ends, with an error
+// naming the files still missing. It only watches: downloads start with
+// misses.
+func (c *Cache) WaitCached(ctx context.Context, db string, timeout time.Duration, match func(api.TableInfo) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pause := time.Millisecond
+	for {
+		info, err := c.DBInfo(ctx, db)
+		if err != nil {
+			return err
+		}
+		matched := false
+		var missing []string
+		for _, ti := range info.Tables {
+			if match == nil || match(ti) {
+				matched = true
+				if ti.State != api.StateCached {
+					missing = append(missing, ti.Name)
+				}
+			}
+		}
+		if matched && len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if !matched {
+				return fmt.Errorf("database %s: no table file to wait for: %w", db, ctx.Err())
+			}
+			return fmt.Errorf("database %s: table files %v not cached: %w", db, missing, ctx.Err())
+		case <-time.After(pause):
+			pause = min(2*pause, 50*time.Millisecond)
+		}
+	}
 }
 
 // Root returns database db's current root and how fresh it is (see

@@ -284,6 +284,32 @@ func TestReadsDuringDownload(t *testing.T) {
 	}
 }
 
+// TestWaitCached: WaitCached returns once the files it waits for are on
+// disk, and when it gives up it names the ones that are not.
+func TestWaitCached(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, Config{})
+	ctx := context.Background()
+	first, second := f.db.Files[0], f.db.Files[1]
+	f.fs.holdAt.Store(100)
+	f.get(first.Addrs[0]) // starts the first file's download, held after 100 bytes
+	err := f.cache.WaitCached(ctx, "db1", 50*time.Millisecond, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), first.Name) || !strings.Contains(err.Error(), second.Name) {
+		t.Fatalf("waiting for a held download: %v", err)
+	}
+	close(f.fs.release)
+	isFirst := func(ti api.TableInfo) bool { return ti.Name == first.Name }
+	if err := f.cache.WaitCached(ctx, "db1", 10*time.Second, isFirst); err != nil {
+		t.Fatalf("waiting for the first file: %v", err)
+	}
+	err = f.cache.WaitCached(ctx, "db1", 10*time.Millisecond, func(api.TableInfo) bool { return false })
+	if err == nil || !strings.Contains(err.Error(), "no table file") {
+		t.Fatalf("waiting for no file: %v", err)
+	}
+	if err := f.cache.WaitCached(ctx, "nosuch", time.Second, nil); kindOf(err) != KindUnknownDB {
+		t.Fatalf("waiting for an unknown database: %v", err)
+	}
+}
+
 func TestFailedDownloadServesNothingPartial(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
 	file := f.db.Files[0]

@@ -122,23 +122,8 @@ func (ds *doltService) readAll(db string) (errs int) {
 // waitCached waits until every file of db is on disk.
 func (ds *doltService) waitCached(db string) {
 	ds.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := ds.cache.DBInfo(context.Background(), db)
-		if err != nil {
-			ds.t.Fatal(err)
-		}
-		all := true
-		for _, ti := range info.Tables {
-			all = all && ti.State == "cached"
-		}
-		if all {
-			return
-		}
-		if time.Now().After(deadline) {
-			ds.t.Fatalf("%s never fully cached: %+v", db, info)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := ds.cache.WaitCached(context.Background(), db, 20*time.Second, nil); err != nil {
+		ds.t.Fatal(err)
 	}
 }
 

@@ -398,14 +398,14 @@ func (t *table) readRemote(ctx context.Context, entries []tablefile.Entry, fn fu
 }
 
 func (t *table) info() api.TableInfo {
-	ti := api.TableInfo{Name: t.name, Size: t.size, Chunks: t.idx.Count(), Appendix: t.appendix.Load(), State: "remote"}
+	ti := api.TableInfo{Name: t.name, Size: t.size, Chunks: t.idx.Count(), Appendix: t.appendix.Load(), State: api.StateRemote}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
 	case t.local != nil && !t.local.cf.isEvicted():
-		ti.State, ti.Downloaded = "cached", t.size
+		ti.State, ti.Downloaded = api.StateCached, t.size
 	case t.dl != nil:
-		ti.State, ti.Downloaded = "downloading", t.dl.arrived.Load()
+		ti.State, ti.Downloaded = api.StateDownloading, t.dl.arrived.Load()
 	}
 	return ti
 }

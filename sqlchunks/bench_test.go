@@ -14,6 +14,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/gen"
+	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
 )
@@ -62,8 +63,11 @@ func BenchmarkSeedQueryTiers(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitCached(b, diskCache, "bench")
-	waitCached(b, memCache, "bench")
+	for _, c := range []*server.Cache{diskCache, memCache} {
+		if err := c.WaitCached(ctx, "bench", 20*time.Second, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, svc := range []string{diskURL, memURL} { // now from disk, and into memory
 		if _, err := seedQueryFresh(ctx, s, svc, sqlitevfs.DefaultReadAhead); err != nil {
 			b.Fatal(err)

@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chunkd/chunkd/addr"
-	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/internal/testdb"
@@ -274,29 +273,6 @@ func startService(t testing.TB, s store.Store, memBytes int64) (*server.Cache, s
 	return cache, srv.URL
 }
 
-// waitCached waits until the service has every table file of db on disk.
-func waitCached(t testing.TB, cache *server.Cache, db string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := cache.DBInfo(context.Background(), db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := len(info.Tables) > 0
-		for _, ti := range info.Tables {
-			done = done && ti.State == api.StateCached
-		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("service never cached every file: %+v", info.Tables)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestImportAndQueryTiers(t *testing.T) {
 	ctx := context.Background()
 	s := newFolder(t)
@@ -350,7 +326,9 @@ func TestImportAndQueryTiers(t *testing.T) {
 		t.Error("no download reached the hold point")
 	}
 	release()
-	waitCached(t, heldCache, "gen")
+	if err := heldCache.WaitCached(ctx, "gen", 20*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
 	c := newClient(t, s, "gen", heldURL)
 	_, db, _ := openHead(t, c)
 	sameResults(t, "after download", sets[0].plain, db, queries)

@@ -73,7 +73,9 @@ func BenchmarkSeedJoin(b *testing.B) {
 	if _, err := cache.GetChunk(ctx, dbName, res.Root); err != nil { // a miss: the service downloads the appendix
 		b.Fatal(err)
 	}
-	waitCached(b, cache)
+	if err := cache.WaitCached(ctx, dbName, 5*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix }); err != nil {
+		b.Fatal(err)
+	}
 
 	query := strings.TrimSuffix(gen.SeedQuery, ";")
 	for _, p := range []struct {
@@ -138,25 +140,4 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// waitCached waits until the service has the database's appendix file
-// (which holds every chunk) on its disk.
-func waitCached(b *testing.B, cache *server.Cache) {
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		info, err := cache.DBInfo(context.Background(), dbName)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, t := range info.Tables {
-			if t.Appendix && t.State == api.StateCached {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the service did not download the database")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

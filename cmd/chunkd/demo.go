@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -187,7 +186,9 @@ func demoRuns(ctx context.Context, say func(string, ...any), file, storeURL, ser
 		func() error { return run("local file", func() (*openDB, error) { return openLocalSQLite(file) }) },
 		func() error { return run("object store directly", tiers("", "")) },
 		func() error { return run("cache service, cold", tiers(service, "")) },
-		func() error { return waitCached(ctx, cache, demoDB, 10*time.Minute) },
+		func() error { // the appendix file holds every chunk
+			return cache.WaitCached(ctx, demoDB, 10*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix })
+		},
 		func() error { return run("cache service, warm", tiers(service, "")) },
 		func() error { return run("service's files, same host", tiers(service, cacheDir)) },
 	} {
@@ -226,32 +227,4 @@ func printDemoResults(say func(string, ...any), results []demoResult) {
 	say("             (nearby records merged into one read, indexes included)")
 	say("  hedged     chunks the service had not sent within 50 ms (--service-timeout), so the client asked")
 	say("             the store as well and took whichever correct answer came first")
-}
-
-// waitCached waits until every table file of db is on the service's disk.
-func waitCached(ctx context.Context, c *server.Cache, db string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		info, err := c.DBInfo(ctx, db)
-		if err != nil {
-			return err
-		}
-		cached := false
-		for _, t := range info.Tables {
-			if t.Appendix && t.State == api.StateCached {
-				cached = true
-			}
-		}
-		if cached {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("the service did not finish downloading the appendix file")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
