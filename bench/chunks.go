@@ -161,21 +161,6 @@ func (s *inproc) close() {
 	s.cache.Close()
 }
 
-// waitCached waits until every table file of db is on the service's disk.
-func (s *inproc) waitCached(ctx context.Context, db string, timeout time.Duration) error {
-	return poll(ctx, 10*time.Millisecond, timeout, func() (bool, error) {
-		info, err := s.cache.DBInfo(ctx, db)
-		if err != nil {
-			return false, err
-		}
-		done := true
-		for _, t := range info.Tables {
-			done = done && t.State == api.StateCached
-		}
-		return done, nil
-	}, func() error { return fmt.Errorf("%s: files not downloaded after %s", s.name, timeout) })
-}
-
 // stalledDownloads is a store whose whole-object streams of the given
 // keys (table files) never start until ctx ends (the service closes): the
 // service's download of such a file stays "in flight" with nothing
@@ -523,8 +508,8 @@ func (rig *chunksRig) warm(ctx context.Context) error {
 		if _, err := rig.cc.get(ctx, 0, rig.url(s, addrs[0])); err != nil {
 			return fmt.Errorf("%s service: %w", s.name, err)
 		}
-		if err := s.waitCached(ctx, chunksDB, 2*time.Minute); err != nil {
-			return err
+		if err := s.cache.WaitCached(ctx, chunksDB, 2*time.Minute, nil); err != nil {
+			return fmt.Errorf("%s service: %w", s.name, err)
 		}
 	}
 	for pass := 0; pass < 2; pass++ {

@@ -173,7 +173,7 @@ func measureCloneRun(ctx context.Context, r *Runner, rig *cloneRig, runs *cloneR
 		if path == pathCold {
 			// Everything the cold clones caused: the downloads they
 			// started finish (and are verified) after the last byte.
-			if err := waitAllCached(ctx, svc.cache, 5*time.Minute); err != nil {
+			if err := svc.cache.WaitCached(ctx, cloneDB, 5*time.Minute, nil); err != nil {
 				return err
 			}
 		}
@@ -297,22 +297,6 @@ func (s *cloneService) close() {
 	}
 	s.cache.Close()
 	os.RemoveAll(s.cacheDir)
-}
-
-// waitAllCached waits until every file of the clone database is on disk.
-func waitAllCached(ctx context.Context, c *server.Cache, timeout time.Duration) error {
-	return poll(ctx, 10*time.Millisecond, timeout, func() (bool, error) {
-		info, err := c.DBInfo(ctx, cloneDB)
-		if err != nil {
-			return false, err
-		}
-		for _, t := range info.Tables {
-			if t.State != api.StateCached {
-				return false, nil
-			}
-		}
-		return true, nil
-	}, func() error { return fmt.Errorf("the service's downloads did not finish in %s", timeout) })
 }
 
 func reportClone(r *Runner, rig *cloneRig, runs *cloneRuns) {
