@@ -191,3 +191,27 @@ type RootInfo struct {
 	// or denying access): Root is the last one it knows.
 	Stale bool `json:"stale,omitempty"`
 }
+
+// PatternOpenSet is the route of GET a chunkd SQLite version's open set
+// (sqlchunks.OpenSet): the chunks a fresh reader needs before SQLite can
+// find any row, as a frame stream in their order (Index from 0). Query:
+// root=ROOT (default: the current root), fresh=1 (with no root: checked
+// against the store's manifest first). The answer's HeaderRoot names the
+// version.
+const PatternOpenSet = "GET /v1/dbs/{db}/sqlite/open"
+
+// HeaderRoot is the header of an open set's answer naming its version.
+const HeaderRoot = "Chunkd-Root"
+
+// OpenSetPath returns the URL path of database db's open set for root
+// (zero: the current root; fresh asks for it checked first).
+func OpenSetPath(db string, root addr.Addr, fresh bool) string {
+	p := DBPath(db) + "/sqlite/open"
+	switch {
+	case !root.IsEmpty():
+		return p + "?root=" + root.String()
+	case fresh:
+		return p + "?fresh=1"
+	}
+	return p
+}

@@ -70,6 +70,7 @@ var httpAccess = map[string]access{
 	api.PatternChunks:    pathDB,
 	api.PatternDB:        pathDB,
 	api.PatternRoot:      pathDB,
+	api.PatternOpenSet:   pathDB,
 	api.PatternImages:    pathDB,
 	api.PatternImageFill: pathDB,
 	// The list shows only the databases the token grants (view.go).

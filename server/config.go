@@ -51,6 +51,11 @@ type Config struct {
 	// cached file (files are released before answers are written).
 	ClientTimeout time.Duration
 
+	// OpenSet, when set, lets the service answer the open sets of chunkd
+	// SQLite versions (api.PatternOpenSet): sqlchunks.OpenSet, wired by
+	// the binary (the service itself knows nothing of SQLite).
+	OpenSet OpenSetFunc
+
 	Logger   *slog.Logger
 	Registry prometheus.Registerer // default: a new registry
 

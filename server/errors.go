@@ -44,6 +44,8 @@ const (
 	// KindUnknownImage: no page image of that name (evicted: register it
 	// again).
 	KindUnknownImage
+	// KindNotServed: this service does not offer that API.
+	KindNotServed
 )
 
 // kinds maps each kind to its HTTP status and gRPC code: the one place
@@ -64,6 +66,7 @@ var kinds = map[Kind]struct {
 	KindShuttingDown:     {http.StatusServiceUnavailable, codes.Unavailable, "shutting down"},
 	KindCanceled:         {499, codes.Canceled, "canceled"}, // nginx's "client closed request"
 	KindUnknownImage:     {http.StatusNotFound, codes.NotFound, "unknown image"},
+	KindNotServed:        {http.StatusNotImplemented, codes.Unimplemented, "not served"},
 }
 
 func (k Kind) String() string { return kinds[k].name }

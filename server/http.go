@@ -31,6 +31,7 @@ func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	mux.HandleFunc(api.PatternCache, h.observe("http_cache", h.cacheSummary))
 	mux.HandleFunc(api.PatternDropCache, h.observe("http_drop_cache", h.dropCache))
 	mux.HandleFunc(api.PatternRoot, h.observe("http_root", h.root))
+	mux.HandleFunc(api.PatternOpenSet, h.observe("http_open_set", h.openSet))
 	mux.HandleFunc(api.PatternImages, h.observe("http_register_image", h.registerImage))
 	mux.HandleFunc(api.PatternImageFill, h.observe("http_fill_image", h.fillImage))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
@@ -234,6 +235,33 @@ func (h *httpAPI) root(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", api.ContentTypeJSON)
 	json.NewEncoder(w).Encode(info)
+}
+
+// openSet answers a chunkd SQLite version's open set (api.PatternOpenSet).
+func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
+	var root addr.Addr
+	if v := r.URL.Query().Get("root"); v != "" {
+		var err error
+		if root, err = addr.Parse(v); err != nil {
+			writeErr(w, errorf(KindBadRequest, err, "bad root"))
+			return
+		}
+	}
+	db := r.PathValue("db")
+	root, chunks, err := h.c.OpenSet(r.Context(), db, root, r.URL.Query().Get("fresh") == "1")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set(api.HeaderRoot, root.String())
+	h.stream(w, r, http.NewResponseController(w), db, func(emit func(uint32, Result) error, _ func()) error {
+		for i, data := range chunks {
+			if err := emit(uint32(i), Result{Data: data, Found: true}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // registerImage answers an image registration (api.PatternImages).

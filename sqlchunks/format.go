@@ -64,6 +64,7 @@ package sqlchunks
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -110,6 +111,9 @@ type rootJSON struct {
 	Parent   string `json:"parent"`
 	Time     int64  `json:"time"`
 	Message  string `json:"message"`
+	// Interior lists the interior B-tree pages (see root.interior),
+	// encoded by encodeInterior; absent in roots of older imports.
+	Interior string `json:"interior,omitempty"`
 }
 
 // root is a decoded root chunk.
@@ -122,6 +126,11 @@ type root struct {
 	parent   addr.Addr
 	time     int64
 	message  string
+	// interior are the pages that held interior B-tree pages when the
+	// version was imported (ascending, at most maxInterior): with page 1,
+	// what a reader needs to descend to any row. A hint for reading ahead
+	// (OpenSet), never trusted for what a page holds.
+	interior []int64
 }
 
 func (r *root) encode() []byte {
@@ -133,6 +142,7 @@ func (r *root) encode() []byte {
 		Fanout:   r.fanout,
 		Time:     r.time,
 		Message:  r.message,
+		Interior: encodeInterior(r.interior),
 	}
 	if !r.parent.IsEmpty() {
 		j.Parent = r.parent.String()
@@ -171,6 +181,9 @@ func decodeRoot(b []byte) (*root, error) {
 	}
 	r := &root{pageSize: j.PageSize, pages: j.Pages, depth: j.Depth, fanout: j.Fanout, time: j.Time, message: j.Message}
 	var err error
+	if r.interior, err = decodeInterior(j.Interior, j.Pages); err != nil {
+		return nil, fmt.Errorf("root chunk: interior pages: %w", err)
+	}
 	if r.mapRoot, err = addr.Parse(j.Map); err != nil {
 		return nil, fmt.Errorf("root chunk: map: %w", err)
 	}
@@ -190,6 +203,61 @@ func decodeRoot(b []byte) (*root, error) {
 		return nil, fmt.Errorf("root chunk: map depth %d, but %d pages at fanout %d need %d", r.depth, r.pages, r.fanout, mapDepth(r.pages, r.fanout))
 	}
 	return r, nil
+}
+
+// maxInterior bounds the interior pages a root lists (16 MiB of 4 KiB
+// pages: far more than a database of hundreds of GiB has).
+const maxInterior = 4096
+
+// encodeInterior encodes ascending page numbers as the base64 of their
+// uvarint differences.
+func encodeInterior(pages []int64) string {
+	if len(pages) == 0 {
+		return ""
+	}
+	var b []byte
+	prev := int64(0)
+	for _, p := range pages {
+		b = binary.AppendUvarint(b, uint64(p-prev))
+		prev = p
+	}
+	return base64.RawStdEncoding.EncodeToString(b)
+}
+
+// decodeInterior decodes encodeInterior's form: ascending pages of 1..n,
+// at most maxInterior.
+func decodeInterior(s string, n int64) ([]int64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := base64.RawStdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	prev := int64(0)
+	for len(b) > 0 {
+		d, k := binary.Uvarint(b)
+		if k <= 0 || d == 0 || d > uint64(n) || prev+int64(d) > n || len(out) == maxInterior {
+			return nil, fmt.Errorf("not ascending pages of 1..%d (at most %d)", n, maxInterior)
+		}
+		prev += int64(d)
+		out = append(out, prev)
+		b = b[k:]
+	}
+	return out, nil
+}
+
+// isInterior reports whether page n (1-based) of pageSize bytes starts
+// like an interior B-tree page (table 0x05, index 0x02; page 1's B-tree
+// header follows the 100-byte database header). Overflow and freelist
+// pages may look alike now and then: the list is a hint.
+func isInterior(n int64, page []byte) bool {
+	off := 0
+	if n == 1 {
+		off = 100
+	}
+	return len(page) > off && (page[off] == 0x05 || page[off] == 0x02)
 }
 
 func isPageSize(n int) bool { return n >= 512 && n <= 65536 && n&(n-1) == 0 }

@@ -2,6 +2,7 @@ package sqlchunks
 
 import (
 	"context"
+	"errors"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -47,3 +48,13 @@ func ImagesOf[I PageImage](open func(ctx context.Context, slotSize int, addrs []
 		return img, nil
 	}
 }
+
+// ReadOpenSet passes on the inner reader's open set, if it has one.
+func (ir imageReader) ReadOpenSet(ctx context.Context, root addr.Addr) (addr.Addr, [][]byte, error) {
+	if sr, ok := ir.ChunkReader.(SetReader); ok {
+		return sr.ReadOpenSet(ctx, root)
+	}
+	return addr.Addr{}, nil, errNoSet
+}
+
+var errNoSet = errors.New("sqlchunks: the reader has no open sets")

@@ -29,7 +29,7 @@ type sameHost struct {
 }
 
 func startSameHost(t *testing.T, s store.Store, imageBytes int64) *sameHost {
-	h := &sameHost{s: s, dir: t.TempDir(), cfg: server.Config{Store: s, NoFsync: true, Logger: quietLog(), ImageBytes: imageBytes}}
+	h := &sameHost{s: s, dir: t.TempDir(), cfg: server.Config{Store: s, NoFsync: true, Logger: quietLog(), ImageBytes: imageBytes, OpenSet: serveOpenSet}}
 	h.start(t)
 	t.Cleanup(h.stop)
 	return h

@@ -237,7 +237,7 @@ func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *Impo
 		}
 		return w.AddWithAddr(a, data)
 	}
-	addrs, distinct, err := hashPages(ctx, src, o, add)
+	addrs, distinct, interior, err := hashPages(ctx, src, o, add)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *Impo
 		}
 	}
 	v := &newVersion{rt: &root{pageSize: src.pageSize, pages: src.pages, mapRoot: mapRoot, depth: depth, fanout: MapFanout,
-		parent: h.root(), time: time.Now().Unix(), message: o.Message}}
+		parent: h.root(), time: time.Now().Unix(), message: o.Message, interior: interior}}
 	v.rootData = v.rt.encode()
 	v.rootAddr = addr.Of(v.rootData)
 	v.written = map[addr.Addr]bool{v.rootAddr: true}
@@ -431,21 +431,21 @@ func openSnapshot(path string) (*os.File, int, int64, error) {
 // hashPages reads and hashes every page of src, a batch at a time (the
 // hashing spread over the CPUs), and calls add for each page in page
 // order. It returns the addresses of all pages and how many are distinct.
-func hashPages(ctx context.Context, src *source, o *ImportOptions, add func(addr.Addr, []byte) error) ([]addr.Addr, int, error) {
+func hashPages(ctx context.Context, src *source, o *ImportOptions, add func(addr.Addr, []byte) error) (addrs []addr.Addr, distinct int, interior []int64, err error) {
 	pageSize, pages := src.pageSize, src.pages
-	addrs := make([]addr.Addr, pages)
+	addrs = make([]addr.Addr, pages)
 	seen := make(map[addr.Addr]struct{})
 	buf := make([]byte, hashBatch*pageSize)
 	workers := runtime.GOMAXPROCS(0)
 	o.progress("read", 0, pages)
 	for first := int64(0); first < pages; first += hashBatch {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		k := int(min(hashBatch, pages-first))
 		b := buf[:k*pageSize]
 		if _, err := src.f.ReadAt(b, first*int64(pageSize)); err != nil {
-			return nil, 0, fmt.Errorf("read snapshot: %w", err)
+			return nil, 0, nil, fmt.Errorf("read snapshot: %w", err)
 		}
 		var wg sync.WaitGroup
 		for wid := range min(workers, k) {
@@ -457,15 +457,18 @@ func hashPages(ctx context.Context, src *source, o *ImportOptions, add func(addr
 		}
 		wg.Wait()
 		for i := range k {
-			a := addrs[first+int64(i)]
+			a, page, n := addrs[first+int64(i)], b[i*pageSize:(i+1)*pageSize], first+int64(i)+1
 			seen[a] = struct{}{}
-			if err := add(a, b[i*pageSize:(i+1)*pageSize]); err != nil {
-				return nil, 0, err
+			if len(interior) < maxInterior && isInterior(n, page) {
+				interior = append(interior, n)
+			}
+			if err := add(a, page); err != nil {
+				return nil, 0, nil, err
 			}
 		}
 		o.progress("read", first+int64(k), pages)
 	}
-	return addrs, len(seen), nil
+	return addrs, len(seen), interior, nil
 }
 
 // finishTable finishes the table file w wrote to f and puts it.
@@ -520,7 +523,7 @@ func writeAppendix(ctx context.Context, mdb *manifest.DB, src *source, rootAddr 
 	// The pages are read and hashed again, rather than kept from the first
 	// pass: the snapshot is a local file, likely still in the page cache.
 	o.progress("appendix", 0, src.pages)
-	_, _, err = hashPages(ctx, src, &ImportOptions{}, func(a addr.Addr, page []byte) error {
+	_, _, _, err = hashPages(ctx, src, &ImportOptions{}, func(a addr.Addr, page []byte) error {
 		return w.AddWithAddr(a, page)
 	})
 	if err != nil {

@@ -24,6 +24,9 @@ type Pages struct {
 	// img, when the reader gives one (WithImages), is read first; pages
 	// it lacks are read through c.
 	img PageImage
+	// preloaded are pages read at open (page 1 and the interior pages
+	// the root lists: openPages), never changed.
+	preloaded map[int64][]byte
 }
 
 // OpenPages reads the root chunk root and the whole page map of the
@@ -31,21 +34,21 @@ type Pages struct {
 // is not a root chunk is an error wrapping ErrNotRoot; a page map that
 // does not fit its root, one wrapping ErrBadMap.
 func OpenPages(ctx context.Context, c ChunkReader, root addr.Addr) (*Pages, error) {
-	r, err := readRoot(ctx, c, root)
+	p, err := openPages(ctx, c, root, false)
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := loadMap(ctx, c, root, r)
-	if err != nil {
-		return nil, err
-	}
-	p := &Pages{c: c, v: versionOf(root, r), addrs: addrs}
-	if ir, ok := c.(imageReader); ok {
-		if img, err := ir.open(ctx, p.v.PageSize, addrs); err == nil {
+	p.attachImage(ctx)
+	return p, nil
+}
+
+// attachImage gives p the page image its reader offers (WithImages).
+func (p *Pages) attachImage(ctx context.Context) {
+	if ir, ok := p.c.(imageReader); ok {
+		if img, err := ir.open(ctx, p.v.PageSize, p.addrs); err == nil {
 			p.img = img
 		}
 	}
-	return p, nil
 }
 
 // Close releases the page image, if the pages have one. Reads must have
@@ -110,6 +113,10 @@ func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
 func (p *Pages) ReadPage(ctx context.Context, n int64, b []byte) error {
 	if err := p.check(n, 1, b); err != nil {
 		return err
+	}
+	if data, ok := p.preloaded[n]; ok {
+		copy(b, data)
+		return nil
 	}
 	if p.img != nil && p.img.Read(int(n-1), b) {
 		return nil

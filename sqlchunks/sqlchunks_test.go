@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,7 +262,7 @@ func (s *heldStream) Close() error { return s.rc.Close() }
 // its URL.
 func startService(t testing.TB, s store.Store, memBytes int64) (*server.Cache, string) {
 	t.Helper()
-	cache, err := server.New(server.Config{Store: s, CacheDir: t.TempDir(), NoFsync: true, MemBytes: memBytes, Logger: quietLog()})
+	cache, err := server.New(server.Config{Store: s, CacheDir: t.TempDir(), NoFsync: true, MemBytes: memBytes, Logger: quietLog(), OpenSet: serveOpenSet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,6 +272,11 @@ func startService(t testing.TB, s store.Store, memBytes int64) (*server.Cache, s
 		cache.Close()
 	})
 	return cache, srv.URL
+}
+
+// serveOpenSet is the services' server.Config.OpenSet.
+func serveOpenSet(ctx context.Context, src server.ChunkSource, root addr.Addr) ([][]byte, error) {
+	return OpenSet(ctx, src, root)
 }
 
 func TestImportAndQueryTiers(t *testing.T) {
@@ -959,10 +965,15 @@ func TestPageMap(t *testing.T) {
 		}
 	}
 	// Root chunks round-trip, and refuse what they should.
-	r := &root{pageSize: 65536, pages: 5, mapRoot: addr.Of([]byte("m")), depth: 1, fanout: MapFanout, parent: addr.Of([]byte("p")), time: 1700000000, message: "hello\x00\"world\""}
+	r := &root{pageSize: 65536, pages: 5, mapRoot: addr.Of([]byte("m")), depth: 1, fanout: MapFanout, parent: addr.Of([]byte("p")), time: 1700000000, message: "hello\x00\"world\"", interior: []int64{1, 3, 5}}
 	got, err := decodeRoot(r.encode())
-	if err != nil || *got != *r {
+	if err != nil || !reflect.DeepEqual(got, r) {
 		t.Fatalf("root round trip: %+v %v", got, err)
+	}
+	for _, bad := range []string{"!!", encodeInterior([]int64{2, 2}), encodeInterior([]int64{6})} {
+		if _, err := decodeInterior(bad, 5); err == nil {
+			t.Errorf("interior pages %q of 5 decoded", bad)
+		}
 	}
 	future := r.encode()
 	future[len(RootMagic)] = FormatVersion + 1

@@ -126,7 +126,7 @@ func demoStore(ctx context.Context, say func(string, ...any), dir string, senten
 // loopback, and returns it, its URL and what stops it.
 func demoService(s store.Store, cacheDir string) (*server.Cache, string, func(), error) {
 	reg := prometheus.NewRegistry()
-	cache, err := server.New(server.Config{Store: s, CacheDir: cacheDir, Registry: reg,
+	cache, err := server.New(server.Config{OpenSet: openSet, Store: s, CacheDir: cacheDir, Registry: reg,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, "", nil, err

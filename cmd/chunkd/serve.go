@@ -109,7 +109,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric())
-	cache, err := server.New(server.Config{
+	cache, err := server.New(server.Config{OpenSet: openSet,
 		Store: st, CacheDir: *cacheDir,
 		MemBytes: int64(mem), DiskBytes: int64(disk), NoFsync: !*fsync, Miss: policy,
 		StoreTimeout: *storeTimeout, ManifestTTL: *manifestTTL, Downloads: *downloads,

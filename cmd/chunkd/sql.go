@@ -17,6 +17,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
@@ -365,4 +366,10 @@ func (rw *rowWriter) close() error {
 		_, err := io.WriteString(rw.w, "\n]\n")
 		return err
 	}
+}
+
+// openSet computes open sets for the cache service (server.Config.OpenSet):
+// the service knows nothing of SQLite; this binary wires sqlchunks in.
+func openSet(ctx context.Context, src server.ChunkSource, root addr.Addr) ([][]byte, error) {
+	return sqlchunks.OpenSet(ctx, src, root)
 }

@@ -1,0 +1,163 @@
+package sqlchunks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/chunkd/chunkd/addr"
+)
+
+// A fresh reader of a version needs, before SQLite can find any row: the
+// root chunk, the page map, page 1, and the interior B-tree pages it
+// descends through. Read one after another, that is a round trip each; a
+// cache service can send them all in one answer (its OpenSet), which the
+// reader checks chunk by chunk as it opens the version from them
+// (SetReader). Then a first point lookup costs that answer and the leaf.
+
+// SetReader is an optional capability of a ChunkReader (client.Client,
+// through a cache service): a version's open set in one request.
+type SetReader interface {
+	// ReadOpenSet returns the open set of version root (the zero root:
+	// the head's, whose root it returns) as a cache service computed it
+	// with OpenSet, in its order. The chunks are not checked: the caller
+	// checks each against the address it expects.
+	ReadOpenSet(ctx context.Context, root addr.Addr) (addr.Addr, [][]byte, error)
+}
+
+// OpenSet reads version root through c as OpenVersion does, with the
+// pages the root lists as interior B-tree pages (and page 1) besides, and
+// returns every chunk it read in order: what a SetReader gives a fresh
+// reader in one answer.
+func OpenSet(ctx context.Context, c ChunkReader, root addr.Addr) ([][]byte, error) {
+	rec := &recorder{ChunkReader: c}
+	if _, err := openPages(ctx, rec, root, true); err != nil {
+		return nil, err
+	}
+	return rec.chunks, nil
+}
+
+// openPages reads the root chunk and page map of version root, and, with
+// preload, page 1 and the interior pages the root lists, kept in the
+// Pages so that reading them costs no request.
+func openPages(ctx context.Context, c ChunkReader, root addr.Addr, preload bool) (*Pages, error) {
+	r, err := readRoot(ctx, c, root)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := loadMap(ctx, c, root, r)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pages{c: c, v: versionOf(root, r), addrs: addrs}
+	if !preload || r.pages == 0 {
+		return p, nil
+	}
+	ns := append([]int64{1}, r.interior...)
+	if len(r.interior) > 0 && r.interior[0] == 1 {
+		ns = r.interior
+	}
+	as := make([]addr.Addr, len(ns))
+	for i, n := range ns {
+		as[i] = addrs[n-1]
+	}
+	p.preloaded = make(map[int64][]byte, len(ns))
+	err = c.GetMany(ctx, as, func(i int, data []byte) error {
+		if err := p.checkData(ns[i], data); err != nil {
+			return err
+		}
+		p.preloaded[ns[i]] = data
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlchunks: version %s of database %q: read page 1 and the interior pages: %w", root, c.DB(), err)
+	}
+	return p, nil
+}
+
+// openFromSet opens version root (zero: the head) from the open set a
+// SetReader gives, checking every chunk against the address reading it
+// asks for; the Pages then read through c. ok is false when there is no
+// set to open from (c is no SetReader, or it failed).
+func openFromSet(ctx context.Context, c ChunkReader, root addr.Addr) (p *Pages, ok bool, err error) {
+	sr, isSet := c.(SetReader)
+	if !isSet {
+		return nil, false, nil
+	}
+	head, chunks, err := sr.ReadOpenSet(ctx, root)
+	if err != nil {
+		return nil, false, nil
+	}
+	rp := &replayer{ChunkReader: c, chunks: chunks}
+	if p, err = openPages(ctx, rp, head, true); err != nil {
+		if errors.Is(err, errReplay) {
+			return nil, false, nil // a set that is not this version's: read it as usual
+		}
+		return nil, false, err
+	}
+	p.c = c
+	return p, true, nil
+}
+
+// recorder is a ChunkReader that keeps every chunk read, in order.
+type recorder struct {
+	ChunkReader
+	chunks [][]byte
+}
+
+func (r *recorder) Get(ctx context.Context, a addr.Addr) ([]byte, error) {
+	data, err := r.ChunkReader.Get(ctx, a)
+	if err == nil {
+		r.chunks = append(r.chunks, data)
+	}
+	return data, err
+}
+
+func (r *recorder) GetMany(ctx context.Context, as []addr.Addr, fn func(i int, data []byte) error) error {
+	got := make([][]byte, len(as))
+	err := r.ChunkReader.GetMany(ctx, as, func(i int, data []byte) error {
+		got[i] = data
+		return fn(i, data)
+	})
+	if err == nil {
+		r.chunks = append(r.chunks, got...)
+	}
+	return err
+}
+
+// errReplay: a recorded open set does not fit the reads made from it.
+var errReplay = errors.New("the open set does not match the version")
+
+// replayer is a ChunkReader that answers reads from an open set, in the
+// order OpenSet recorded them, checking each chunk against its address.
+type replayer struct {
+	ChunkReader
+	chunks [][]byte
+}
+
+func (r *replayer) next(a addr.Addr) ([]byte, error) {
+	if len(r.chunks) == 0 {
+		return nil, fmt.Errorf("%w: it ends before chunk %s", errReplay, a)
+	}
+	data := r.chunks[0]
+	r.chunks = r.chunks[1:]
+	if got := addr.Of(data); got != a {
+		return nil, fmt.Errorf("%w: chunk %s hashes to %s", errReplay, a, got)
+	}
+	return data, nil
+}
+
+func (r *replayer) Get(_ context.Context, a addr.Addr) ([]byte, error) { return r.next(a) }
+
+func (r *replayer) GetMany(_ context.Context, as []addr.Addr, fn func(i int, data []byte) error) error {
+	for i, a := range as {
+		data, err := r.next(a)
+		if err != nil {
+			return err
+		}
+		if err := fn(i, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
