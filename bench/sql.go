@@ -223,7 +223,7 @@ func reportSQL(rep *Report, ds *sqlDataset, queries []sqlQuery, results sqlResul
 	rep.Notef("The emulated store adds a round trip to every request but no bandwidth limit, so a cold service downloads the whole appendix file (%s) within about one round trip and local disk time: "+
 		"the cold path is optimistic next to S3, where a download of that size takes longer and more of a cold query reads through from the store.", humanize.IBytes(uint64(ds.imp.AppendixBytes)))
 	rep.Notef("Every path opens a new client and SQLite connection per query and run, so nothing is in the client's memory or SQLite's page cache at the start; the local file and the service's downloaded file are in the OS page cache (the file was just written).")
-	rep.Notef("The warm path still reads the manifest from the store (one round trip of %s) before the service can be asked for the root: a new `chunkd sql` process pays it too.", ds.rtt)
+	rep.Notef("A new client of the service reads no manifest from the store: it asks the service for the root (at most its --manifest-ttl old) and the version's open set (root chunk, page map, page 1, interior pages) in one request each; the store round trip (%s) is paid only by the store-direct path and the service's own misses.", ds.rtt)
 }
 
 // seedTables is the report's introduction: the paths, and the seed's

@@ -23,6 +23,7 @@ type sqlRig struct {
 	svc         *sqlService
 	binary, how string        // the service's binary, and where it came from
 	fetched     time.Duration // the appendix was on the service's disk this long after its start
+	cacheDir    string        // the service's cache dir (the same-host path reads it)
 	paths       []*sqlPathDB
 }
 
@@ -60,7 +61,8 @@ func startSQLRig(ctx context.Context, r *Runner, suite, name, db, cacheName stri
 		return nil, err
 	}
 	r.Logf("%s: starting the service and downloading the database", suite)
-	if rig.svc, rig.fetched, err = warmService(ctx, r, rig.binary, rig.ds, filepath.Join(r.Config.CacheDir, cacheName)); err != nil {
+	rig.cacheDir = filepath.Join(r.Config.CacheDir, cacheName)
+	if rig.svc, rig.fetched, err = warmService(ctx, r, rig.binary, rig.ds, rig.cacheDir); err != nil {
 		rig.ds.close()
 		return nil, err
 	}
@@ -79,6 +81,9 @@ func (rig *sqlRig) close(r *Runner) {
 	rig.ds.close()
 }
 
+// sameHostAbout describes the same-host path of the suites on a rig.
+const sameHostAbout = "the warm service on this host and a client without a memory tier that reads the version's pages from the service's page image (mapped, a CRC per page, no request), and what the image lacks from the service's verified files (`chunkd sql --service-dir`)"
+
 // openPaths opens the local path and the warm service's paths (with and
 // without a memory tier, described by the abouts given, keyed by path
 // name), and with Config.StoreDirect the store directly, each with the
@@ -89,6 +94,7 @@ func (rig *sqlRig) openPaths(ctx context.Context, r *Runner, o *sqlitevfs.Option
 		{name: pathLocal, about: localAbout},
 		{name: pathService, about: abouts[pathService]},
 		{name: pathServiceMem, about: abouts[pathServiceMem]},
+		{name: pathSameHost, about: sameHostAbout},
 	}
 	if cfg.StoreDirect {
 		rig.paths = append(rig.paths, &sqlPathDB{name: pathStoreDirect, about: fmt.Sprintf("no service: a client without a memory tier reading the store itself, every request paying the emulated round trip (%s)", cfg.rtt())})
@@ -102,6 +108,8 @@ func (rig *sqlRig) openPaths(ctx context.Context, r *Runner, o *sqlitevfs.Option
 			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, mem: -1, sqlite: o, log: cfg.Log})
 		case pathServiceMem:
 			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, prewarm: true, sqlite: o, log: cfg.Log})
+		case pathSameHost:
+			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, local: rig.cacheDir, mem: -1, sqlite: o, log: cfg.Log})
 		case pathStoreDirect:
 			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, mem: -1, sqlite: o, log: cfg.Log})
 		}
