@@ -33,17 +33,11 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// newStore returns an empty folder store in a temporary directory.
-var newStore = testdb.NewStore
-
-func makeDB(t testing.TB, s store.Store, name string, o testdb.Options) *testdb.DB {
-	t.Helper()
-	db, err := testdb.Make(context.Background(), s, name, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
+// Shared with the other packages' tests.
+var (
+	newStore = testdb.NewStore
+	makeDB   = testdb.MustMake
+)
 
 // open opens a client for the test, closed when it ends. Unless the test
 // sets ServiceTimeout, the client does not hedge: the counts the tests

@@ -41,16 +41,9 @@ func newBenchService(b *testing.B, memBytes int64) *benchService {
 	b.Helper()
 	ctx := context.Background()
 	st := testdb.NewStore(b)
-	db, err := testdb.Make(ctx, st, "bench", testdb.Options{Files: 1, Chunks: 2000, ChunkSize: 16 << 10})
-	if err != nil {
-		b.Fatal(err)
-	}
+	db := testdb.MustMake(b, st, "bench", testdb.Options{Files: 1, Chunks: 2000, ChunkSize: 16 << 10})
 	reg := prometheus.NewRegistry()
-	c, err := New(Config{Store: st, CacheDir: b.TempDir(), MemBytes: memBytes, NoFsync: true, Registry: reg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := newCache(b, Config{Store: st, CacheDir: b.TempDir(), MemBytes: memBytes, NoFsync: true, Registry: reg})
 	s := &benchService{db: db, cache: c}
 	s.http = httptest.NewServer(NewHandler(c, reg))
 	s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -131,28 +131,33 @@ type fixture struct {
 
 func newFixture(t testing.TB, o testdb.Options, cfg Config) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	s := testdb.NewStore(t)
-	db, err := testdb.Make(ctx, s, "db1", o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.MustMake(t, s, "db1", o)
 	f := &fixture{t: t, fs: &faultStore{Store: s, release: make(chan struct{})}, db: db, dir: t.TempDir()}
 	f.open(cfg)
 	return f
+}
+
+// newCache starts a cache with cfg for the test, logging nothing unless
+// cfg has a logger; it is closed when the test ends.
+func newCache(t testing.TB, cfg Config) *Cache {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func (f *fixture) open(cfg Config) {
 	f.t.Helper()
 	cfg.Store = f.fs
 	cfg.CacheDir = f.dir
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := New(cfg)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.cache = c
-	f.t.Cleanup(func() { c.Close() })
+	f.cache = newCache(f.t, cfg)
 }
 
 func (f *fixture) get(a addr.Addr) Result {
@@ -785,9 +790,7 @@ func TestGetChunksBatch(t *testing.T) {
 // does not hold it, in single and batched reads.
 func TestMemoryTierRespectsDatabase(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 5}, Config{})
-	if _, err := testdb.Make(context.Background(), f.fs.Store, "other", testdb.Options{Chunks: 5, Seed: 9}); err != nil {
-		t.Fatal(err)
-	}
+	testdb.MustMake(t, f.fs.Store, "other", testdb.Options{Chunks: 5, Seed: 9})
 	a := f.db.Files[0].Addrs[0]
 	f.get(a) // now in memory
 	r, err := f.cache.GetChunk(context.Background(), "other", a)
@@ -962,12 +965,7 @@ func TestRoot(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
 	cs := &countingStore{Store: f.fs}
 	f.cache.Close()
-	cfg := Config{ManifestTTL: time.Hour, Store: cs, CacheDir: f.dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newCache(t, Config{ManifestTTL: time.Hour, Store: cs, CacheDir: f.dir})
 	info, err := c.Root(ctx, "db1", false)
 	if err != nil || info.Root != f.db.Root.String() || info.AgeMS < 0 || info.Stale || info.TTLMS != time.Hour.Milliseconds() {
 		t.Fatalf("Root: %+v, %v", info, err)
@@ -980,10 +978,7 @@ func TestRoot(t *testing.T) {
 		t.Fatalf("fresh Root of an unchanged manifest: %+v, %v; heads %d→%d, opens %d→%d", info, err, heads, cs.heads.Load(), opens, cs.opens.Load())
 	}
 	// A new version in the store: a fresh root sees it.
-	next, err := testdb.Make(ctx, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := testdb.MustMake(t, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
 	objs, err := f.fs.List(ctx, "db2/")
 	if err != nil {
 		t.Fatal(err)

@@ -71,13 +71,7 @@ func (ds *doltService) open(cfg Config) {
 	if cfg.MemBytes == 0 {
 		cfg.MemBytes = 1 // nothing in memory unless a test wants it
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := New(cfg)
-	if err != nil {
-		ds.t.Fatal(err)
-	}
-	ds.cache = c
-	ds.t.Cleanup(func() { c.Close() })
+	ds.cache = newCache(ds.t, cfg)
 }
 
 func (ds *doltService) restart(cfg Config) {
@@ -252,10 +246,7 @@ func TestBitFlipsNeverServed(t *testing.T) {
 func TestForgedChunkStaysInItsDatabase(t *testing.T) {
 	ctx := context.Background()
 	s := testdb.NewStore(t)
-	honest, err := testdb.Make(ctx, s, "honest", testdb.Options{Chunks: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	honest := testdb.MustMake(t, s, "honest", testdb.Options{Chunks: 20})
 	// "evil" holds the same addresses, chunk 3 forged.
 	victim := honest.Files[0].Addrs[3]
 	var buf bytes.Buffer
@@ -285,11 +276,7 @@ func TestForgedChunkStaysInItsDatabase(t *testing.T) {
 	}
 	for _, order := range [][]string{{"evil", "honest"}, {"honest", "evil"}} {
 		t.Run(strings.Join(order, "-first-"), func(t *testing.T) {
-			c, err := New(Config{Store: s, CacheDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := newCache(t, Config{Store: s, CacheDir: t.TempDir()})
 			for round := 0; round < 3; round++ {
 				for _, db := range order {
 					r, err := c.GetChunk(ctx, db, victim)

@@ -838,9 +838,7 @@ func TestImportErrors(t *testing.T) {
 	os.WriteFile(text, []byte("these are not the pages you are looking for\n"), 0o644)
 	empty := filepath.Join(dir, "empty.db")
 	os.WriteFile(empty, nil, 0o644)
-	if _, err := testdb.Make(ctx, s, "dolt", testdb.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	testdb.MustMake(t, s, "dolt", testdb.Options{})
 	for _, c := range []struct {
 		path string
 		o    ImportOptions

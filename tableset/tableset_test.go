@@ -116,10 +116,7 @@ func newDB(t *testing.T, o testdb.Options) (*slowStore, *manifest.DB, *testdb.DB
 	t.Helper()
 	ctx := context.Background()
 	fs := testdb.NewStore(t)
-	db, err := testdb.Make(ctx, fs, "db", o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.MustMake(t, fs, "db", o)
 	s := &slowStore{Store: fs, hang: map[string]bool{}, fail: map[string]error{}}
 	mdb, err := manifest.Open(ctx, s, "db")
 	if err != nil {
@@ -236,10 +233,7 @@ func TestLoadReusesOpenFiles(t *testing.T) {
 		t.Fatalf("first load: %v, %v, %d opens", err, first.Err(), opens.Load())
 	}
 	// A new version names an appendix file holding everything.
-	more, err := testdb.Make(ctx, s.Store, "other", testdb.Options{Files: 1, Chunks: 2, ChunkSize: 256, Seed: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
+	more := testdb.MustMake(t, s.Store, "other", testdb.Options{Files: 1, Chunks: 2, ChunkSize: 256, Seed: 9})
 	data, err := s.Store.Get(ctx, more.Files[0].Key)
 	if err != nil {
 		t.Fatal(err)

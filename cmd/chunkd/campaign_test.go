@@ -33,10 +33,7 @@ func makeStore(t *testing.T, o testdb.Options) (string, *testdb.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := testdb.Make(context.Background(), st, "db", o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.MustMake(t, st, "db", o)
 	st.Close()
 	return dir, db
 }
@@ -192,14 +189,8 @@ func TestSmallFileSystem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	small, err := testdb.Make(ctx, st, "small", testdb.Options{Chunks: 100, ChunkSize: 8 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	big, err := testdb.Make(ctx, st, "big", testdb.Options{Chunks: 400, ChunkSize: 16 << 10, Seed: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	small := testdb.MustMake(t, st, "small", testdb.Options{Chunks: 100, ChunkSize: 8 << 10})
+	big := testdb.MustMake(t, st, "big", testdb.Options{Chunks: 400, ChunkSize: 16 << 10, Seed: 2})
 	st.Close()
 	svc := startService(t, dir, cacheDir, "--disk", "1GiB", "--mem", "1KiB", "--fsync=false")
 	svc.get("small", small.Files[0].Addrs[0])

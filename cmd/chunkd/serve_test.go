@@ -172,10 +172,7 @@ func serviceSuite(t *testing.T, storeURL string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	db, err := testdb.Make(ctx, st, "sales", testdb.Options{Files: 3, Chunks: 200, ChunkSize: 16 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.MustMake(t, st, "sales", testdb.Options{Files: 3, Chunks: 200, ChunkSize: 16 << 10})
 	cacheDir := t.TempDir()
 	svc := startService(t, storeURL, cacheDir, "--mem", "1KiB")
 
@@ -320,10 +317,7 @@ func TestServeEviction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := testdb.Make(ctx, st, "db", testdb.Options{Files: 3, Chunks: 100, ChunkSize: 8 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.MustMake(t, st, "db", testdb.Options{Files: 3, Chunks: 100, ChunkSize: 8 << 10})
 	limit := db.Files[0].Size * 3 / 2
 	svc := startService(t, storeURL, t.TempDir(), "--disk", strconv.FormatInt(limit, 10), "--fsync=false")
 	for i, f := range db.Files {
@@ -354,10 +348,7 @@ func TestServeStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := testdb.Make(ctx, st, "db", testdb.Options{Files: 2, Chunks: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.MustMake(t, st, "db", testdb.Options{Files: 2, Chunks: 50})
 	svc := startService(t, storeURL, t.TempDir(), "--store-timeout", "2s")
 	svc.get("db", db.Files[0].Addrs[0])
 	svc.waitMetric(`chunkd_downloads_total{result="finished"}`, 1)

@@ -2,10 +2,12 @@ package testdb
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
 )
@@ -42,4 +44,15 @@ func ReadTable(t testing.TB, path string) ([]byte, *tablefile.Table) {
 		t.Fatal(err)
 	}
 	return b, OpenTable(t, b)
+}
+
+// MustMake writes a database called name into s, as Make does, failing
+// the test if it cannot.
+func MustMake(t testing.TB, s store.Store, name string, o Options) *DB {
+	t.Helper()
+	db, err := Make(context.Background(), s, name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
