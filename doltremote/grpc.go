@@ -134,6 +134,14 @@ func (s *Service) GetDownloadLocations(ctx context.Context, req *remotesapi.GetD
 
 func (s *Service) StreamDownloadLocations(stream grpc.BidiStreamingServer[remotesapi.GetDownloadLocsRequest, remotesapi.GetDownloadLocsResponse]) (err error) {
 	defer func(start time.Time) { s.observe("StreamDownloadLocations", start, err) }(time.Now())
+	return answerEach(stream, func(req *remotesapi.GetDownloadLocsRequest) (*remotesapi.GetDownloadLocsResponse, error) {
+		return s.downloadLocs(stream.Context(), req)
+	})
+}
+
+// answerEach answers each request of a bidirectional stream with one
+// response, in order, until the client closes its side.
+func answerEach[Req, Resp any](stream grpc.BidiStreamingServer[Req, Resp], answer func(*Req) (*Resp, error)) error {
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -142,7 +150,7 @@ func (s *Service) StreamDownloadLocations(stream grpc.BidiStreamingServer[remote
 		if err != nil {
 			return err
 		}
-		resp, err := s.downloadLocs(stream.Context(), req)
+		resp, err := answer(req)
 		if err != nil {
 			return err
 		}
@@ -197,16 +205,9 @@ func (s *Service) StreamChunkLocations(stream grpc.BidiStreamingServer[remotesap
 	// Table file ids are this stream's: each file is introduced once, by
 	// (database, URL), since every request names its repository again.
 	ids := map[string]uint32{}
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return answerEach(stream, func(req *remotesapi.StreamChunkLocationsRequest) (*remotesapi.StreamChunkLocationsResponse, error) {
 		if len(req.ChunkHashes)%addr.Size != 0 {
-			return status.Errorf(codes.InvalidArgument, "chunk_hashes is %d bytes, not a multiple of %d", len(req.ChunkHashes), addr.Size)
+			return nil, status.Errorf(codes.InvalidArgument, "chunk_hashes is %d bytes, not a multiple of %d", len(req.ChunkHashes), addr.Size)
 		}
 		addrs := make([]addr.Addr, len(req.ChunkHashes)/addr.Size)
 		for i := range addrs {
@@ -214,7 +215,7 @@ func (s *Service) StreamChunkLocations(stream grpc.BidiStreamingServer[remotesap
 		}
 		snap, locs, files, err := s.locate(ctx, req, addrs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		resp := &remotesapi.StreamChunkLocationsResponse{}
 		for i, l := range locs {
@@ -236,10 +237,8 @@ func (s *Service) StreamChunkLocations(stream grpc.BidiStreamingServer[remotesap
 				DictionaryOffset: l.DictOffset, DictionaryLength: l.DictLength,
 			})
 		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
+		return resp, nil
+	})
 }
 
 func (s *Service) GetUploadLocations(ctx context.Context, req *remotesapi.GetUploadLocsRequest) (resp *remotesapi.GetUploadLocsResponse, err error) {
