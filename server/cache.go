@@ -243,19 +243,16 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 	return firstErr
 }
 
-// HasChunks reports which addresses database db holds, without IO.
+// HasChunks reports which addresses database db holds: those Locate
+// finds.
 func (c *Cache) HasChunks(ctx context.Context, db string, addrs []addr.Addr) ([]bool, error) {
-	d, err := c.database(ctx, db)
+	locs, err := c.Locate(ctx, db, addrs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]bool, len(addrs))
-	for i, a := range addrs {
-		t, _, err := d.find(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = t != nil
+	out := make([]bool, len(locs))
+	for i, l := range locs {
+		out[i] = l.File != ""
 	}
 	return out, nil
 }

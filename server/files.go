@@ -109,7 +109,7 @@ type Location struct {
 }
 
 // Locate finds addrs in database db, without IO unless the manifest is
-// stale (as HasChunks).
+// stale.
 func (c *Cache) Locate(ctx context.Context, db string, addrs []addr.Addr) ([]Location, error) {
 	d, err := c.database(ctx, db)
 	if err != nil {

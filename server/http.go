@@ -233,8 +233,7 @@ func (h *httpAPI) root(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", api.ContentTypeJSON)
-	json.NewEncoder(w).Encode(info)
+	writeJSON(w, info)
 }
 
 // openSet answers a chunkd SQLite version's open set (api.PatternOpenSet).
@@ -277,8 +276,7 @@ func (h *httpAPI) registerImage(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", api.ContentTypeJSON)
-	json.NewEncoder(w).Encode(info)
+	writeJSON(w, info)
 }
 
 // fillImage answers a fill (api.PatternImageFill) with the slots' bytes.
@@ -320,8 +318,14 @@ func (h *httpAPI) dbInfo(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	writeJSON(w, info)
+}
+
+// writeJSON answers with v as indented JSON (the answers are small, and
+// people read them with curl).
+func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", api.ContentTypeJSON)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(info)
+	enc.Encode(v) //nolint:errcheck // nothing to do if the client left
 }

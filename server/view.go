@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
@@ -215,13 +214,6 @@ func (c *Cache) registerViewMetrics(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chunkd_disk_files", Help: "Table files cached on disk."},
 			func() float64 { return float64(c.disk.fileCount()) }),
 	)
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", api.ContentTypeJSON)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v) //nolint:errcheck // nothing to do if the client left
 }
 
 // grantedDBs keeps the databases the request's token may read (all of
