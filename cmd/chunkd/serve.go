@@ -45,6 +45,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	disk := sizeFlag(10 << 30)
 	fs.Var(&mem, "mem", "memory for decoded chunks")
 	fs.Var(&disk, "disk", "disk for cached table files")
+	var images sizeFlag
+	fs.Var(&images, "images", "disk for page images of SQL versions, which same-host clients map (default: half of --disk)")
 	fsync := fs.Bool("fsync", true, "fsync downloaded files before serving them")
 	miss := fs.String("miss", "read-through", "on a miss: read-through (read from the store, download in background) or notfound (answer not found, download in background)")
 	storeTimeout := fs.Duration("store-timeout", 10*time.Second, "deadline for one read from the object store, and the longest a download waits for its next bytes")
@@ -111,7 +113,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric())
 	cache, err := server.New(server.Config{OpenSet: openSet,
 		Store: st, CacheDir: *cacheDir,
-		MemBytes: int64(mem), DiskBytes: int64(disk), NoFsync: !*fsync, Miss: policy,
+		MemBytes: int64(mem), DiskBytes: int64(disk), ImageBytes: int64(images), NoFsync: !*fsync, Miss: policy,
 		StoreTimeout: *storeTimeout, ManifestTTL: *manifestTTL, Downloads: *downloads,
 		ClientTimeout: *clientTimeout, Logger: log, Registry: reg,
 	})
