@@ -126,7 +126,9 @@ type Options struct {
 	// marker says so, see api.CacheLayout), so the client checks each
 	// record's CRC-32C, not its hash; without the marker it hashes too. A
 	// record that fails is read from the store. Files the service has not
-	// downloaded are read through the service as usual.
+	// downloaded are read through the service as usual. The files are
+	// found through the manifest, so without a Store only the service's
+	// page images (OpenImage) are read from the directory.
 	LocalDir string
 	// Token is a bearer token for a service started with --auth-tokens,
 	// sent as "Authorization: Bearer TOKEN" (an HTTP header, or gRPC
@@ -259,8 +261,6 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 	switch {
 	case o.Store == nil && o.Service == "":
 		return nil, errors.New("client: no store and no service")
-	case o.Store == nil && o.LocalDir != "":
-		return nil, errors.New("client: the service's files on this host (LocalDir) need the store too")
 	case o.Store == nil:
 		o.ServiceTimeout = -1 // nothing to hedge with
 	}

@@ -55,9 +55,11 @@ func TestServiceOnly(t *testing.T) {
 	if _, err := Open(ctx, Options{DB: "db1"}); err == nil {
 		t.Fatal("Open with no store and no service succeeded")
 	}
-	if _, err := Open(ctx, Options{DB: "db1", Service: srv.URL, LocalDir: t.TempDir()}); err == nil {
-		t.Fatal("Open with LocalDir and no store succeeded")
-	}
+	// A same-host directory without a store: its table files are found
+	// through the manifest, so only the service's page images are used;
+	// reads still work, through the service.
+	c4 := open(t, Options{DB: "db1", Service: srv.URL, LocalDir: t.TempDir()})
+	getAll(t, c4, db, all[:3])
 }
 
 // TestOpenThroughService: a client given the service and a store opens

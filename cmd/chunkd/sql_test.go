@@ -71,7 +71,7 @@ func TestSQLCommands(t *testing.T) {
 			}
 		}
 		// Through the service alone (no store), latest and --at, fresh or not.
-		for _, extra := range [][]string{nil, {"--fresh"}} {
+		for _, extra := range [][]string{nil, {"--fresh"}, {"--service-dir", cacheDir}} {
 			args := append([]string{"sql", "--service", svc.http, "--db", "s", "-q", q, "--format", "csv"}, extra...)
 			if got := mustChunkd(t, args...); got != want {
 				t.Fatalf("--service without --store %v: results differ from the local file", extra)
