@@ -307,9 +307,22 @@ func (g *grpcService) String() string { return g.target }
 
 func (g *grpcService) close() error { return g.conn.Close() }
 
-// root is not in the gRPC API; over gRPC the root comes from the store.
-func (g *grpcService) root(context.Context, bool) (addr.Addr, error) {
-	return addr.Addr{}, fmt.Errorf("client: cache service %s: the gRPC API does not give a database's root; give the store too, or the service's HTTP address", g.target)
+func (g *grpcService) root(ctx context.Context, fresh bool) (addr.Addr, error) {
+	resp, err := g.cc.GetRoot(ctx, &chunkpb.GetRootRequest{Db: g.db, Fresh: fresh})
+	if status.Code(err) == codes.NotFound {
+		return addr.Addr{}, fmt.Errorf("cache service %s: %w: %w", g.target, ErrNoDatabase, err)
+	}
+	if err != nil {
+		return addr.Addr{}, g.grpcError(err)
+	}
+	if fresh && resp.Stale {
+		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: a fresh root was asked for, but the service could not check the store's manifest", g.target, g.db)
+	}
+	root, err := addr.FromBytes(resp.Root)
+	if err != nil {
+		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: root: %w", g.target, g.db, err)
+	}
+	return root, nil
 }
 
 // grpcError classifies a failed call: Unavailable is a connection

@@ -13,12 +13,24 @@ import (
 )
 
 // TestServiceOnly: without a store the service is the only tier: the
-// root comes from it, every chunk too, and what it lacks is an error.
+// root comes from it (over HTTP and over gRPC), every chunk too, and
+// what it lacks is an error.
 func TestServiceOnly(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
 	srv := startHTTP(t, s, server.ReadThrough)
-	c := open(t, Options{DB: "db1", Service: srv.URL})
+	t.Run("http", func(t *testing.T) { testServiceOnly(t, db, srv.URL, "http://") })
+	gsURL := serveGRPC(t, server.NewGRPC(newCache(t, s, server.ReadThrough)))
+	t.Run("grpc", func(t *testing.T) { testServiceOnly(t, db, gsURL, "grpc://") })
+	// A same-host directory without a store: its table files are found
+	// through the manifest, so only the service's page images are used;
+	// reads still work, through the service.
+	c4 := open(t, Options{DB: "db1", Service: srv.URL, LocalDir: t.TempDir()})
+	getAll(t, c4, db, db.All()[:3])
+}
+
+func testServiceOnly(t *testing.T, db *testdb.DB, url, scheme string) {
+	c := open(t, Options{DB: "db1", Service: url})
 	ctx := context.Background()
 	root, err := c.Root(ctx)
 	if err != nil || root != db.Root {
@@ -39,27 +51,27 @@ func TestServiceOnly(t *testing.T) {
 	}
 
 	// A database the service does not know.
-	c2 := open(t, Options{DB: "nosuch", Service: srv.URL})
-	if _, err := c2.Root(ctx); !errors.Is(err, ErrNoDatabase) || !strings.Contains(err.Error(), srv.URL) {
+	c2 := open(t, Options{DB: "nosuch", Service: url})
+	if _, err := c2.Root(ctx); !errors.Is(err, ErrNoDatabase) || !strings.Contains(err.Error(), url) {
 		t.Fatalf("Root of an unknown database: %v", err)
 	}
 	// A service that is not there.
-	c3 := open(t, Options{DB: "db1", Service: "http://" + testnet.Refused(t)})
+	c3 := open(t, Options{DB: "db1", Service: scheme + testnet.Refused(t)})
 	if _, err := c3.Root(ctx); err == nil {
 		t.Fatal("Root from no service succeeded")
 	}
 	if _, err := c3.Get(ctx, all[0]); err == nil {
 		t.Fatal("Get from no service and no store succeeded")
 	}
-	// Neither store nor service; a same-host directory without a store.
+	// Neither store nor service.
 	if _, err := Open(ctx, Options{DB: "db1"}); err == nil {
 		t.Fatal("Open with no store and no service succeeded")
 	}
-	// A same-host directory without a store: its table files are found
-	// through the manifest, so only the service's page images are used;
-	// reads still work, through the service.
-	c4 := open(t, Options{DB: "db1", Service: srv.URL, LocalDir: t.TempDir()})
-	getAll(t, c4, db, all[:3])
+	// Strictly fresh: the service checks the store's manifest first.
+	cf := open(t, Options{DB: "db1", Service: url, FreshRoot: true})
+	if root, err := cf.Root(ctx); err != nil || root != db.Root {
+		t.Fatalf("fresh Root = %s, %v", root, err)
+	}
 }
 
 // TestOpenThroughService: a client given the service and a store opens

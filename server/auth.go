@@ -123,6 +123,7 @@ var grpcAccess = map[string]func(msg any) (db string, n need){
 	chunkpb.ChunkCache_GetChunk_FullMethodName:                             msgDB,
 	chunkpb.ChunkCache_GetChunks_FullMethodName:                            msgDB,
 	chunkpb.ChunkCache_HasChunks_FullMethodName:                            msgDB,
+	chunkpb.ChunkCache_GetRoot_FullMethodName:                              msgDB,
 	healthpb.Health_Check_FullMethodName:                                   openMethod,
 	healthpb.Health_Watch_FullMethodName:                                   openMethod,
 	healthpb.Health_List_FullMethodName:                                    openMethod,

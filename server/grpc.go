@@ -120,6 +120,20 @@ func (g *grpcService) HasChunks(ctx context.Context, req *chunkpb.HasChunksReque
 	return &chunkpb.HasChunksResponse{Present: present}, nil
 }
 
+// GetRoot answers the database's current root (Cache.Root), as the HTTP
+// API's GET /v1/dbs/{db}/root does.
+func (g *grpcService) GetRoot(ctx context.Context, req *chunkpb.GetRootRequest) (*chunkpb.GetRootResponse, error) {
+	info, err := g.c.Root(ctx, req.Db, req.Fresh)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	root, err := addr.Parse(info.Root)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "database %q: root: %v", req.Db, err)
+	}
+	return &chunkpb.GetRootResponse{Root: root[:], AgeMs: info.AgeMS, TtlMs: info.TTLMS, Stale: info.Stale}, nil
+}
+
 func batchAddrs(raw [][]byte) ([]addr.Addr, error) {
 	if len(raw) > MaxBatch {
 		return nil, status.Errorf(codes.InvalidArgument, "batch of %d addresses exceeds the limit of %d", len(raw), MaxBatch)

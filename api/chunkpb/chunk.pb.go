@@ -447,6 +447,135 @@ func (x *HasChunksResponse) GetPresent() []bool {
 	return nil
 }
 
+// GetRootRequest names a database.
+type GetRootRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Db    string                 `protobuf:"bytes,1,opt,name=db,proto3" json:"db,omitempty"`
+	// Have the service check the store's manifest before it answers.
+	Fresh         bool `protobuf:"varint,2,opt,name=fresh,proto3" json:"fresh,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRootRequest) Reset() {
+	*x = GetRootRequest{}
+	mi := &file_api_chunkpb_chunk_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRootRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRootRequest) ProtoMessage() {}
+
+func (x *GetRootRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_chunkpb_chunk_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRootRequest.ProtoReflect.Descriptor instead.
+func (*GetRootRequest) Descriptor() ([]byte, []int) {
+	return file_api_chunkpb_chunk_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetRootRequest) GetDb() string {
+	if x != nil {
+		return x.Db
+	}
+	return ""
+}
+
+func (x *GetRootRequest) GetFresh() bool {
+	if x != nil {
+		return x.Fresh
+	}
+	return false
+}
+
+// GetRootResponse is the database's current root and how fresh it is.
+type GetRootResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The root address, 20 bytes.
+	Root []byte `protobuf:"bytes,1,opt,name=root,proto3" json:"root,omitempty"`
+	// How long ago, in milliseconds, the service last read or checked the
+	// manifest; -1 when it never has since it started.
+	AgeMs int64 `protobuf:"varint,2,opt,name=age_ms,json=ageMs,proto3" json:"age_ms,omitempty"`
+	// The service's --manifest-ttl in milliseconds.
+	TtlMs int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// The service could not check the store this time: root is the last one
+	// it knows.
+	Stale         bool `protobuf:"varint,4,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRootResponse) Reset() {
+	*x = GetRootResponse{}
+	mi := &file_api_chunkpb_chunk_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRootResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRootResponse) ProtoMessage() {}
+
+func (x *GetRootResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_chunkpb_chunk_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRootResponse.ProtoReflect.Descriptor instead.
+func (*GetRootResponse) Descriptor() ([]byte, []int) {
+	return file_api_chunkpb_chunk_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetRootResponse) GetRoot() []byte {
+	if x != nil {
+		return x.Root
+	}
+	return nil
+}
+
+func (x *GetRootResponse) GetAgeMs() int64 {
+	if x != nil {
+		return x.AgeMs
+	}
+	return 0
+}
+
+func (x *GetRootResponse) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *GetRootResponse) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
 var File_api_chunkpb_chunk_proto protoreflect.FileDescriptor
 
 const file_api_chunkpb_chunk_proto_rawDesc = "" +
@@ -473,19 +602,28 @@ const file_api_chunkpb_chunk_proto_rawDesc = "" +
 	"\x02db\x18\x01 \x01(\tR\x02db\x12\x1c\n" +
 	"\taddresses\x18\x02 \x03(\fR\taddresses\"-\n" +
 	"\x11HasChunksResponse\x12\x18\n" +
-	"\apresent\x18\x01 \x03(\bR\apresent*^\n" +
+	"\apresent\x18\x01 \x03(\bR\apresent\"6\n" +
+	"\x0eGetRootRequest\x12\x0e\n" +
+	"\x02db\x18\x01 \x01(\tR\x02db\x12\x14\n" +
+	"\x05fresh\x18\x02 \x01(\bR\x05fresh\"i\n" +
+	"\x0fGetRootResponse\x12\x12\n" +
+	"\x04root\x18\x01 \x01(\fR\x04root\x12\x15\n" +
+	"\x06age_ms\x18\x02 \x01(\x03R\x05ageMs\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x14\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale*^\n" +
 	"\x04Tier\x12\x14\n" +
 	"\x10TIER_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vTIER_MEMORY\x10\x01\x12\r\n" +
 	"\tTIER_DISK\x10\x02\x12\x10\n" +
 	"\fTIER_PARTIAL\x10\x03\x12\x0e\n" +
 	"\n" +
-	"TIER_STORE\x10\x042\xdc\x01\n" +
+	"TIER_STORE\x10\x042\x9e\x02\n" +
 	"\n" +
 	"ChunkCache\x12C\n" +
 	"\bGetChunk\x12\x1a.chunkd.v1.GetChunkRequest\x1a\x1b.chunkd.v1.GetChunkResponse\x12A\n" +
 	"\tGetChunks\x12\x1b.chunkd.v1.GetChunksRequest\x1a\x15.chunkd.v1.ChunkReply0\x01\x12F\n" +
-	"\tHasChunks\x12\x1b.chunkd.v1.HasChunksRequest\x1a\x1c.chunkd.v1.HasChunksResponseB&Z$github.com/chunkd/chunkd/api/chunkpbb\x06proto3"
+	"\tHasChunks\x12\x1b.chunkd.v1.HasChunksRequest\x1a\x1c.chunkd.v1.HasChunksResponse\x12@\n" +
+	"\aGetRoot\x12\x19.chunkd.v1.GetRootRequest\x1a\x1a.chunkd.v1.GetRootResponseB&Z$github.com/chunkd/chunkd/api/chunkpbb\x06proto3"
 
 var (
 	file_api_chunkpb_chunk_proto_rawDescOnce sync.Once
@@ -500,7 +638,7 @@ func file_api_chunkpb_chunk_proto_rawDescGZIP() []byte {
 }
 
 var file_api_chunkpb_chunk_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_chunkpb_chunk_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_api_chunkpb_chunk_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_api_chunkpb_chunk_proto_goTypes = []any{
 	(Tier)(0),                 // 0: chunkd.v1.Tier
 	(*GetChunkRequest)(nil),   // 1: chunkd.v1.GetChunkRequest
@@ -509,6 +647,8 @@ var file_api_chunkpb_chunk_proto_goTypes = []any{
 	(*ChunkReply)(nil),        // 4: chunkd.v1.ChunkReply
 	(*HasChunksRequest)(nil),  // 5: chunkd.v1.HasChunksRequest
 	(*HasChunksResponse)(nil), // 6: chunkd.v1.HasChunksResponse
+	(*GetRootRequest)(nil),    // 7: chunkd.v1.GetRootRequest
+	(*GetRootResponse)(nil),   // 8: chunkd.v1.GetRootResponse
 }
 var file_api_chunkpb_chunk_proto_depIdxs = []int32{
 	0, // 0: chunkd.v1.GetChunkResponse.tier:type_name -> chunkd.v1.Tier
@@ -516,11 +656,13 @@ var file_api_chunkpb_chunk_proto_depIdxs = []int32{
 	1, // 2: chunkd.v1.ChunkCache.GetChunk:input_type -> chunkd.v1.GetChunkRequest
 	3, // 3: chunkd.v1.ChunkCache.GetChunks:input_type -> chunkd.v1.GetChunksRequest
 	5, // 4: chunkd.v1.ChunkCache.HasChunks:input_type -> chunkd.v1.HasChunksRequest
-	2, // 5: chunkd.v1.ChunkCache.GetChunk:output_type -> chunkd.v1.GetChunkResponse
-	4, // 6: chunkd.v1.ChunkCache.GetChunks:output_type -> chunkd.v1.ChunkReply
-	6, // 7: chunkd.v1.ChunkCache.HasChunks:output_type -> chunkd.v1.HasChunksResponse
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
+	7, // 5: chunkd.v1.ChunkCache.GetRoot:input_type -> chunkd.v1.GetRootRequest
+	2, // 6: chunkd.v1.ChunkCache.GetChunk:output_type -> chunkd.v1.GetChunkResponse
+	4, // 7: chunkd.v1.ChunkCache.GetChunks:output_type -> chunkd.v1.ChunkReply
+	6, // 8: chunkd.v1.ChunkCache.HasChunks:output_type -> chunkd.v1.HasChunksResponse
+	8, // 9: chunkd.v1.ChunkCache.GetRoot:output_type -> chunkd.v1.GetRootResponse
+	6, // [6:10] is the sub-list for method output_type
+	2, // [2:6] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -537,7 +679,7 @@ func file_api_chunkpb_chunk_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_chunkpb_chunk_proto_rawDesc), len(file_api_chunkpb_chunk_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

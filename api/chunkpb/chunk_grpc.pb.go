@@ -29,6 +29,7 @@ const (
 	ChunkCache_GetChunk_FullMethodName  = "/chunkd.v1.ChunkCache/GetChunk"
 	ChunkCache_GetChunks_FullMethodName = "/chunkd.v1.ChunkCache/GetChunks"
 	ChunkCache_HasChunks_FullMethodName = "/chunkd.v1.ChunkCache/HasChunks"
+	ChunkCache_GetRoot_FullMethodName   = "/chunkd.v1.ChunkCache/GetRoot"
 )
 
 // ChunkCacheClient is the client API for ChunkCache service.
@@ -53,6 +54,11 @@ type ChunkCacheClient interface {
 	// HasChunks reports, for each requested address in order, whether the
 	// database holds that chunk. It reads no chunk contents.
 	HasChunks(ctx context.Context, in *HasChunksRequest, opts ...grpc.CallOption) (*HasChunksResponse, error)
+	// GetRoot returns the database's current root as the service knows it:
+	// checked against the store's manifest at most its --manifest-ttl ago,
+	// or first when fresh is set (the HTTP API's GET /v1/dbs/{db}/root). An
+	// unknown database is NOT_FOUND.
+	GetRoot(ctx context.Context, in *GetRootRequest, opts ...grpc.CallOption) (*GetRootResponse, error)
 }
 
 type chunkCacheClient struct {
@@ -102,6 +108,16 @@ func (c *chunkCacheClient) HasChunks(ctx context.Context, in *HasChunksRequest, 
 	return out, nil
 }
 
+func (c *chunkCacheClient) GetRoot(ctx context.Context, in *GetRootRequest, opts ...grpc.CallOption) (*GetRootResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRootResponse)
+	err := c.cc.Invoke(ctx, ChunkCache_GetRoot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChunkCacheServer is the server API for ChunkCache service.
 // All implementations must embed UnimplementedChunkCacheServer
 // for forward compatibility.
@@ -124,6 +140,11 @@ type ChunkCacheServer interface {
 	// HasChunks reports, for each requested address in order, whether the
 	// database holds that chunk. It reads no chunk contents.
 	HasChunks(context.Context, *HasChunksRequest) (*HasChunksResponse, error)
+	// GetRoot returns the database's current root as the service knows it:
+	// checked against the store's manifest at most its --manifest-ttl ago,
+	// or first when fresh is set (the HTTP API's GET /v1/dbs/{db}/root). An
+	// unknown database is NOT_FOUND.
+	GetRoot(context.Context, *GetRootRequest) (*GetRootResponse, error)
 	mustEmbedUnimplementedChunkCacheServer()
 }
 
@@ -142,6 +163,9 @@ func (UnimplementedChunkCacheServer) GetChunks(*GetChunksRequest, grpc.ServerStr
 }
 func (UnimplementedChunkCacheServer) HasChunks(context.Context, *HasChunksRequest) (*HasChunksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HasChunks not implemented")
+}
+func (UnimplementedChunkCacheServer) GetRoot(context.Context, *GetRootRequest) (*GetRootResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRoot not implemented")
 }
 func (UnimplementedChunkCacheServer) mustEmbedUnimplementedChunkCacheServer() {}
 func (UnimplementedChunkCacheServer) testEmbeddedByValue()                    {}
@@ -211,6 +235,24 @@ func _ChunkCache_HasChunks_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ChunkCache_GetRoot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRootRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChunkCacheServer).GetRoot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChunkCache_GetRoot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChunkCacheServer).GetRoot(ctx, req.(*GetRootRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ChunkCache_ServiceDesc is the grpc.ServiceDesc for ChunkCache service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -225,6 +267,10 @@ var ChunkCache_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HasChunks",
 			Handler:    _ChunkCache_HasChunks_Handler,
+		},
+		{
+			MethodName: "GetRoot",
+			Handler:    _ChunkCache_GetRoot_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
