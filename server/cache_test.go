@@ -21,6 +21,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/chunkd/chunkd/internal/testio"
 	"github.com/chunkd/chunkd/store"
 	_ "github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
@@ -31,13 +32,12 @@ import (
 // whole-object streams at a byte offset until released, or fail them.
 type faultStore struct {
 	store.Store
-	down     atomic.Bool  // every call fails: unreachable
-	deny     atomic.Bool  // every call fails: access denied
-	hang     atomic.Bool  // every call waits for its context to end
-	holdAt   atomic.Int64 // >0: Open streams stop after this many bytes
-	release  chan struct{}
-	failOpen atomic.Bool // Open streams fail after holdAt bytes
-	opens    atomic.Int64
+	down   atomic.Bool  // every call fails: unreachable
+	deny   atomic.Bool  // every call fails: access denied
+	hang   atomic.Bool  // every call waits for its context to end
+	holdAt atomic.Int64 // >0: Open streams stop after this many bytes, held by gate
+	gate   testio.Gate
+	opens  atomic.Int64
 }
 
 // fault returns the injected failure for a call, if any.
@@ -87,39 +87,8 @@ func (f *faultStore) Open(ctx context.Context, key string) (io.ReadCloser, store
 	if err != nil || f.holdAt.Load() == 0 {
 		return rc, info, err
 	}
-	return &heldReader{rc: rc, left: f.holdAt.Load(), f: f, ctx: ctx}, info, nil
+	return f.gate.Hold(ctx, rc, f.holdAt.Load()), info, nil
 }
-
-type heldReader struct {
-	rc   io.ReadCloser
-	left int64
-	f    *faultStore
-	ctx  context.Context
-}
-
-func (h *heldReader) Read(p []byte) (int, error) {
-	if h.left == 0 {
-		select {
-		case <-h.f.release:
-		case <-h.ctx.Done():
-			return 0, h.ctx.Err()
-		}
-		if h.f.failOpen.Load() {
-			return 0, errors.New("connection reset (injected)")
-		}
-		h.left = -1
-	}
-	if h.left > 0 && int64(len(p)) > h.left {
-		p = p[:h.left]
-	}
-	n, err := h.rc.Read(p)
-	if h.left > 0 {
-		h.left -= int64(n)
-	}
-	return n, err
-}
-
-func (h *heldReader) Close() error { return h.rc.Close() }
 
 type fixture struct {
 	t     testing.TB
@@ -133,7 +102,7 @@ func newFixture(t testing.TB, o testdb.Options, cfg Config) *fixture {
 	t.Helper()
 	s := testdb.NewStore(t)
 	db := testdb.MustMake(t, s, "db1", o)
-	f := &fixture{t: t, fs: &faultStore{Store: s, release: make(chan struct{})}, db: db, dir: t.TempDir()}
+	f := &fixture{t: t, fs: &faultStore{Store: s}, db: db, dir: t.TempDir()}
 	f.open(cfg)
 	return f
 }
@@ -282,7 +251,7 @@ func TestReadsDuringDownload(t *testing.T) {
 	if partial == 0 || store == 0 {
 		t.Fatalf("partial %d store %d", partial, store)
 	}
-	close(f.fs.release)
+	f.fs.gate.Open()
 	f.waitDownloads(1)
 	if r := f.get(file.Addrs[99]); r.Tier != api.TierDisk {
 		t.Fatalf("after download: %v", r.Tier)
@@ -301,7 +270,7 @@ func TestWaitCached(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), first.Name) || !strings.Contains(err.Error(), second.Name) {
 		t.Fatalf("waiting for a held download: %v", err)
 	}
-	close(f.fs.release)
+	f.fs.gate.Open()
 	isFirst := func(ti api.TableInfo) bool { return ti.Name == first.Name }
 	if err := f.cache.WaitCached(ctx, "db1", 10*time.Second, isFirst); err != nil {
 		t.Fatalf("waiting for the first file: %v", err)
@@ -319,9 +288,9 @@ func TestFailedDownloadServesNothingPartial(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
 	file := f.db.Files[0]
 	f.fs.holdAt.Store(file.Size / 2)
-	f.fs.failOpen.Store(true)
+	f.fs.gate.FailOnOpen()
 	f.get(file.Addrs[0])
-	close(f.fs.release)
+	f.fs.gate.Open()
 	f.waitDownloads(1)
 	if f.counter("failed") != 1 {
 		t.Fatal("download did not fail")

@@ -40,7 +40,7 @@ func newDoltService(t *testing.T, cfg Config) *doltService {
 	t.Helper()
 	ctx := context.Background()
 	s := testdb.NewStore(t)
-	ds := &doltService{t: t, fs: &faultStore{Store: s, release: make(chan struct{})}, dir: t.TempDir(), chunks: map[string]map[addr.Addr]int{}}
+	ds := &doltService{t: t, fs: &faultStore{Store: s}, dir: t.TempDir(), chunks: map[string]map[addr.Addr]int{}}
 	for db, src := range map[string]string{"arc": "remote-archive", "cls": "remote-classic"} {
 		dir := doltfixtures.Path(src)
 		ents, err := os.ReadDir(dir)
@@ -461,7 +461,7 @@ func TestPartialReaderOutlivesCommit(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		dl = tab.acquireDownload()
 	}
-	close(f.fs.release)
+	f.fs.gate.Open()
 	f.waitDownloads(1)
 	if _, ok := f.cache.disk.evictOne(); !ok {
 		t.Fatal("the committed file could not be evicted")

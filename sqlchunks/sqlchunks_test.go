@@ -28,6 +28,7 @@ import (
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/chunkd/chunkd/internal/testio"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlitevfs"
@@ -213,12 +214,10 @@ func handDB(t testing.TB) string {
 }
 
 // holdStore holds the whole-object streams the cache service downloads
-// table files with, after holdAt bytes, until release is closed.
+// table files with half-way, until its gate opens.
 type holdStore struct {
 	store.Store
-	holdAt  int64
-	release chan struct{}
-	held    atomic.Int64
+	gate testio.Gate
 }
 
 func (h *holdStore) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
@@ -226,37 +225,8 @@ func (h *holdStore) Open(ctx context.Context, key string) (io.ReadCloser, store.
 	if err != nil || strings.HasPrefix(path.Base(key), "manifest") {
 		return rc, info, err
 	}
-	return &heldStream{rc: rc, left: min(h.holdAt, info.Size/2), h: h, ctx: ctx}, info, nil
+	return h.gate.Hold(ctx, rc, info.Size/2), info, nil
 }
-
-type heldStream struct {
-	rc   io.ReadCloser
-	left int64
-	h    *holdStore
-	ctx  context.Context
-}
-
-func (s *heldStream) Read(p []byte) (int, error) {
-	if s.left == 0 {
-		s.h.held.Add(1)
-		select {
-		case <-s.h.release:
-		case <-s.ctx.Done():
-			return 0, s.ctx.Err()
-		}
-		s.left = -1
-	}
-	if s.left > 0 && int64(len(p)) > s.left {
-		p = p[:s.left]
-	}
-	n, err := s.rc.Read(p)
-	if s.left > 0 {
-		s.left -= int64(n)
-	}
-	return n, err
-}
-
-func (s *heldStream) Close() error { return s.rc.Close() }
 
 // startService runs an in-process cache service over s and returns it and
 // its URL.
@@ -297,10 +267,8 @@ func TestImportAndQueryTiers(t *testing.T) {
 		t.Logf("%s: %d pages of %d bytes, %d chunks, table file %d bytes, %v", set.db, res.Pages, res.PageSize, res.Chunks, res.TableBytes, res.Elapsed)
 	}
 
-	hs := &holdStore{Store: s, holdAt: 1 << 62, release: make(chan struct{})}
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(hs.release) }) }
-	t.Cleanup(release)
+	hs := &holdStore{Store: s}
+	t.Cleanup(hs.gate.Open)
 	_, svcURL := startService(t, s, 0)
 	heldCache, heldURL := startService(t, hs, 1)
 
@@ -328,10 +296,10 @@ func TestImportAndQueryTiers(t *testing.T) {
 	}
 	// The held service had the downloads half done throughout; it served
 	// what had arrived and read the rest through from the store.
-	if hs.held.Load() == 0 {
+	if hs.gate.Held() == 0 {
 		t.Error("no download reached the hold point")
 	}
-	release()
+	hs.gate.Open()
 	if err := heldCache.WaitCached(ctx, "gen", 20*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
