@@ -6,14 +6,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/gen"
+	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
@@ -38,16 +37,7 @@ import (
 // 160000 sentences).
 func BenchmarkSeedQueryTiers(b *testing.B) {
 	ctx := context.Background()
-	sentences := 160000
-	if v := os.Getenv("CHUNKD_BENCH_SENTENCES"); v != "" {
-		if _, err := fmt.Sscan(v, &sentences); err != nil {
-			b.Fatal(err)
-		}
-	}
-	path := filepath.Join(b.TempDir(), "bench.db")
-	if err := gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: 2 * sentences, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
+	path := sqltest.BenchCorpus(b, 160000)
 	s := newFolder(b)
 	res, err := Import(ctx, s, path, ImportOptions{DB: "bench"})
 	if err != nil {

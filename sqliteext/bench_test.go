@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/gen"
+	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/store/folder"
@@ -37,22 +37,13 @@ import (
 // demo's size) and twice as many translations.
 func BenchmarkSeedJoin(b *testing.B) {
 	needTools(b, "sqlite3")
-	sentences := 200000
-	if v := os.Getenv("CHUNKD_BENCH_SENTENCES"); v != "" {
-		if _, err := fmt.Sscan(v, &sentences); err != nil {
-			b.Fatal(err)
-		}
-	}
 	ctx := context.Background()
 	dir := b.TempDir()
 	chunkd := filepath.Join(dir, "chunkd")
 	if out, err := exec.Command("go", "build", "-o", chunkd, "../cmd/chunkd").CombinedOutput(); err != nil {
 		b.Fatalf("build chunkd: %v\n%s", err, out)
 	}
-	file := filepath.Join(dir, "s.sqlite")
-	if err := gen.Sentences(file, gen.SentencesOptions{Sentences: sentences, Translations: 2 * sentences, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
+	file := sqltest.BenchCorpus(b, 200000)
 	storeDir := filepath.Join(dir, "store")
 	fs, err := folder.New(storeDir)
 	if err != nil {

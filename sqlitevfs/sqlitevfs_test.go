@@ -540,16 +540,7 @@ func TestReadAhead(t *testing.T) {
 // same file through the VFS. Set CHUNKD_BENCH_SENTENCES to change the size
 // (default 200000 sentences, about 32 MB).
 func BenchmarkSeedQuery(b *testing.B) {
-	sentences := 200000
-	if v := os.Getenv("CHUNKD_BENCH_SENTENCES"); v != "" {
-		if _, err := fmt.Sscan(v, &sentences); err != nil {
-			b.Fatal(err)
-		}
-	}
-	path := filepath.Join(b.TempDir(), "bench.db")
-	if err := gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: 2 * sentences, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
+	path := sqltest.BenchCorpus(b, 200000)
 	fp := filePages(b, path)
 	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,30 +17,14 @@ import (
 	"github.com/chunkd/chunkd/internal/testcerts"
 )
 
-// chunkdEnv runs the built binary with extra environment variables.
-func chunkdEnv(t *testing.T, env []string, args ...string) (string, string, error) {
-	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	return out.String(), errOut.String(), err
-}
-
 // TestServeTLSAndTokens runs "chunkd serve" with TLS and a token file and
 // reads through it with "chunkd sql": the right token reads from the
 // service over HTTPS and gRPC with TLS, another database's token reads
 // from the store (the service refuses it), and SIGHUP re-reads the file.
 func TestServeTLSAndTokens(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "s.sqlite")
-	mustChunkd(t, "gen", "sentences", "--out", file, "--sentences", "2000", "--translations", "2000", "--seed", "1")
-	storeURL := filepath.Join(dir, "store")
-	mustChunkd(t, "import", "--store", storeURL, "--db", "s", file)
-
+	file, storeURL := smallDB(t)
 	certs := testcerts.Make(t)
-	tokens := filepath.Join(dir, "tokens")
+	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte("right s\nother x-*\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

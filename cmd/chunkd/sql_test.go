@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,7 +15,14 @@ import (
 // chunkd runs the built binary and returns stdout, stderr and the error.
 func chunkd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
+	return chunkdEnv(t, nil, args...)
+}
+
+// chunkdEnv runs the built binary with extra environment variables.
+func chunkdEnv(t *testing.T, env []string, args ...string) (string, string, error) {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

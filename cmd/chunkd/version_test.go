@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -23,11 +22,7 @@ func TestVersion(t *testing.T) {
 // TestLogFormat: the client's warnings come through the same logger as
 // every command's, in the format --log-format asks for.
 func TestLogFormat(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "s.sqlite")
-	mustChunkd(t, "gen", "sentences", "--out", file, "--sentences", "200", "--translations", "200", "--seed", "1")
-	storeURL := filepath.Join(dir, "store")
-	mustChunkd(t, "import", "--store", storeURL, "--db", "s", file)
+	_, storeURL := smallDB(t)
 	args := []string{"sql", "--store", storeURL, "--db", "s", "--service", "http://127.0.0.1:1", "-q", "SELECT count(*) FROM sentences"}
 
 	_, errOut, err := chunkd(t, append(args, "--log-format", "json")...)

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -55,6 +56,24 @@ func GenDB(t testing.TB, seed int64, sentences int) string {
 		if _, err := db.Exec(`INSERT INTO blobs VALUES (?, ?)`, i+1, b); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return path
+}
+
+// BenchCorpus writes the benchmarks' data set into a temporary directory
+// of b and returns its path: gen.Sentences with CHUNKD_BENCH_SENTENCES
+// sentences (def if it is not set), twice as many translations, seed 1.
+func BenchCorpus(b testing.TB, def int) string {
+	b.Helper()
+	n := def
+	if v := os.Getenv("CHUNKD_BENCH_SENTENCES"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			b.Fatalf("CHUNKD_BENCH_SENTENCES=%q: %v", v, err)
+		}
+	}
+	path := filepath.Join(b.TempDir(), "bench.sqlite")
+	if err := gen.Sentences(path, gen.SentencesOptions{Sentences: n, Translations: 2 * n, Seed: 1}); err != nil {
+		b.Fatal(err)
 	}
 	return path
 }
