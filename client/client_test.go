@@ -294,7 +294,7 @@ func TestServiceStopped(t *testing.T) {
 
 	t.Run("http", func(t *testing.T) {
 		srv := startHTTP(t, s, server.ReadThrough)
-		c := open(t, Options{Store: s, DB: "db1", Service: srv.URL})
+		c := openSteady(t, Options{Store: s, DB: "db1", Service: srv.URL})
 		getAll(t, c, db, all[:half])
 		srv.Close()
 		checkStopped(t, c, db, all, half)
@@ -302,18 +302,31 @@ func TestServiceStopped(t *testing.T) {
 	t.Run("grpc", func(t *testing.T) {
 		gs := server.NewGRPC(newCache(t, s, server.ReadThrough))
 		url := serveGRPC(t, gs)
-		c := open(t, Options{Store: s, DB: "db1", Service: url})
+		c := openSteady(t, Options{Store: s, DB: "db1", Service: url})
 		getAll(t, c, db, all[:half])
 		gs.Stop()
 		checkStopped(t, c, db, all, half)
 	})
 	t.Run("never-up", func(t *testing.T) {
 		for _, scheme := range []string{"http", "grpc"} {
-			c := open(t, Options{Store: s, DB: "db1", Service: scheme + "://" + testnet.Refused(t)})
+			c := openSteady(t, Options{Store: s, DB: "db1", Service: scheme + "://" + testnet.Refused(t)})
 			checkStopped(t, c, db, all, 0)
 		}
 	})
 }
+
+// openSteady opens a client (one that does not hedge, as open does) whose
+// first backoff lasts a minute: the reads that follow a failure are all
+// skipped, however slowly this machine runs them.
+func openSteady(t *testing.T, o Options) *Client {
+	t.Helper()
+	c := open(t, o)
+	c.backoff.min = time.Minute
+	return c
+}
+
+// expire ends b's backoff now, as if its delay had passed.
+func expire(b *backoff) { b.until.Store(time.Now().UnixNano()) }
 
 func checkStopped(t *testing.T, c *Client, db *testdb.DB, all []addr.Addr, half int) {
 	t.Helper()
@@ -334,11 +347,13 @@ func checkStopped(t *testing.T, c *Client, db *testdb.DB, all []addr.Addr, half 
 }
 
 func TestBackoff(t *testing.T) {
-	b := backoff{min: 40 * time.Millisecond, max: 100 * time.Millisecond}
+	// Delays of minutes, ended by expire: the checks made during a backoff
+	// hold however slowly this test runs.
+	b := backoff{min: time.Minute, max: 3 * time.Minute}
 	if !b.allow() {
 		t.Fatal("fresh backoff refuses")
 	}
-	if d, started := b.fail(); !started || d != 40*time.Millisecond {
+	if d, started := b.fail(); !started || d != time.Minute {
 		t.Fatalf("first failure: %v %v", d, started)
 	}
 	if _, started := b.fail(); started {
@@ -347,23 +362,38 @@ func TestBackoff(t *testing.T) {
 	if b.allow() {
 		t.Fatal("allowed during the backoff")
 	}
-	time.Sleep(50 * time.Millisecond)
+	expire(&b)
 	if !b.allow() {
 		t.Fatal("not allowed after the backoff")
 	}
-	if d, _ := b.fail(); d != 80*time.Millisecond {
+	if d, _ := b.fail(); d != 2*time.Minute {
 		t.Fatalf("second delay %v", d)
 	}
-	time.Sleep(90 * time.Millisecond)
-	if d, _ := b.fail(); d != 100*time.Millisecond {
+	expire(&b)
+	if d, _ := b.fail(); d != 3*time.Minute {
 		t.Fatalf("third delay %v, want the cap", d)
 	}
 	b.succeed()
 	if !b.allow() {
 		t.Fatal("not allowed after a success")
 	}
-	if d, _ := b.fail(); d != 40*time.Millisecond {
+	if d, _ := b.fail(); d != time.Minute {
 		t.Fatalf("delay after a success %v", d)
+	}
+
+	// In real time: a backoff ends by itself once its delay has passed,
+	// and not before.
+	r := backoff{min: 20 * time.Millisecond, max: time.Second}
+	start := time.Now()
+	r.fail()
+	for !r.allow() {
+		if time.Since(start) > time.Minute {
+			t.Fatal("a 20ms backoff still refuses after a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if took := time.Since(start); took < r.min {
+		t.Fatalf("allowed after %v, within the %v backoff", took, r.min)
 	}
 }
 
@@ -386,8 +416,7 @@ func TestServiceRecovers(t *testing.T) {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, MemBytes: -1})
-	c.backoff.min = 30 * time.Millisecond
+	c := openSteady(t, Options{Store: s, DB: "db1", Service: srv.URL, MemBytes: -1})
 	getAll(t, c, db, all[:5])
 	if st := c.Stats(); st.ServiceBackoffs != 1 || st.Store.Chunks != 5 || st.ServiceSkipped != 4 {
 		t.Fatalf("while down: %v", st)
@@ -395,7 +424,10 @@ func TestServiceRecovers(t *testing.T) {
 	down.Lock()
 	isDown = false
 	down.Unlock()
-	time.Sleep(40 * time.Millisecond)
+	if c.backoff.allow() {
+		t.Fatal("the service was allowed again within the backoff")
+	}
+	expire(&c.backoff) // the minute has passed (TestBackoff waits out a real one)
 	before := c.Stats()
 	getAll(t, c, db, all[5:])
 	if d := c.Stats().Sub(before); d.Service.Chunks != int64(len(all)-5) || d.Store.Chunks != 0 {
@@ -404,29 +436,35 @@ func TestServiceRecovers(t *testing.T) {
 }
 
 func TestSlowServiceHedges(t *testing.T) {
+	// The service never answers: it waits for the client to hang up. Every
+	// read must then come from the store, after the hedge delay.
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 20})
 	all := db.All()
-	const delay = 3 * time.Second
-	h := server.NewHandler(newCache(t, s, server.ReadThrough), prometheus.NewRegistry())
 	srv := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Read the body first: net/http notices a client hanging up (and
 		// cancels r.Context) only once the handler has read the body.
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		select {
-		case <-time.After(delay):
-		case <-r.Context().Done():
-			return
-		}
-		h.ServeHTTP(w, r)
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
 	}))
 	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, ServiceTimeout: 20 * time.Millisecond})
-	start := time.Now()
-	getAll(t, c, db, all[:1])
-	getMany(t, c, db, all[1:])
-	if took := time.Since(start); took > delay/2 {
-		t.Fatalf("hedged reads took %v; the service answers after %v", took, delay)
+	// A client that waited for the service would wait forever: give up
+	// after a minute (the hedge takes 20 ms).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if data, err := c.Get(ctx, all[0]); err != nil || !bytes.Equal(data, db.Chunks[all[0]]) {
+		t.Fatalf("Get(%s): %v", all[0], err)
+	}
+	n := 0
+	err := c.GetMany(ctx, all[1:], func(i int, data []byte) error {
+		if !bytes.Equal(data, db.Chunks[all[1+i]]) {
+			t.Errorf("position %d: wrong bytes", i)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != len(all)-1 {
+		t.Fatalf("GetMany: %d of %d, %v", n, len(all)-1, err)
 	}
 	st := c.Stats()
 	if st.Hedged != int64(len(all)) || st.Store.Chunks != int64(len(all)) || st.Service.Chunks != 0 {
@@ -439,18 +477,37 @@ func TestSlowServiceHedges(t *testing.T) {
 
 func TestHedgeServiceWins(t *testing.T) {
 	// The store is slower than the service: after the hedge, the service's
-	// answer still wins.
+	// answer still wins. The order does not depend on the machine's speed:
+	// the store never answers (it waits for the read to be canceled), and
+	// the service answers each request only once the client has hedged it.
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Chunks: 10})
-	srv := startHTTP(t, s, server.ReadThrough)
-	slow := store.WithLatency(s, 2*time.Second, 0)
-	c := open(t, Options{Store: slow, DB: "db1", Service: srv.URL, ServiceTimeout: time.Nanosecond})
-	start := time.Now()
-	getAll(t, c, db, db.All()[:3])
-	if took := time.Since(start); took > time.Second {
-		t.Fatalf("took %v", took)
+	h := server.NewHandler(newCache(t, s, server.ReadThrough), prometheus.NewRegistry())
+	var client atomic.Pointer[Client]
+	var requests atomic.Int64
+	srv := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := requests.Add(1)
+		for client.Load().Stats().Hedged < n {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	hs := &hangingStore{Store: s}
+	hs.hang.Store(true)
+	c := open(t, Options{Store: hs, DB: "db1", Service: srv.URL, ServiceTimeout: 20 * time.Millisecond})
+	client.Store(c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, a := range db.All()[:3] {
+		if data, err := c.Get(ctx, a); err != nil || !bytes.Equal(data, db.Chunks[a]) {
+			t.Fatalf("Get(%s): %v", a, err)
+		}
 	}
-	if st := c.Stats(); st.Service.Chunks != 3 || st.Store.Chunks != 0 {
+	if st := c.Stats(); st.Hedged != 3 || st.Service.Chunks != 3 || st.Store.Chunks != 0 || st.ServiceErrors != 0 {
 		t.Fatalf("stats: %v", st)
 	}
 }
@@ -1021,7 +1078,7 @@ func TestDoltRemotes(t *testing.T) {
 	for a := range chunks {
 		as = append(as, a)
 	}
-	c := open(t, Options{Store: s, DB: "archive", Service: srv.URL, ServiceTimeout: time.Minute})
+	c := open(t, Options{Store: s, DB: "archive", Service: srv.URL, ServiceTimeout: -1})
 	if err := c.GetMany(context.Background(), as, func(int, []byte) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -1105,7 +1162,7 @@ func serviceWithCopy(t *testing.T) (s store.Store, db *testdb.DB, dir, url strin
 		t.Fatal(err)
 	}
 	isFirst := func(ti api.TableInfo) bool { return ti.Name == first.Name }
-	if err := cache.WaitCached(context.Background(), "db1", 10*time.Second, isFirst); err != nil {
+	if err := cache.WaitCached(context.Background(), "db1", time.Minute, isFirst); err != nil {
 		t.Fatal(err)
 	}
 	return s, db, dir, srv.URL
