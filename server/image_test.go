@@ -55,7 +55,7 @@ func TestImages(t *testing.T) {
 		t.Fatalf("info %+v", info)
 	}
 	// The background fill fills every slot.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for checkImage(t, f, info, addrs) < len(addrs) {
 		if time.Now().After(deadline) {
 			t.Fatalf("image never filled: %d of %d", checkImage(t, f, info, addrs), len(addrs))

@@ -80,7 +80,7 @@ func TestStalledBatchReader(t *testing.T) {
 	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", api.ChunksPath("db1"), len(body))
 	conn.Write(body)
 	// The answer (~19 MiB) is stuck in the socket; the file must be free.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for pinned(f) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("a stalled reader pins the cached file (%d readers)", pinned(f))
@@ -118,7 +118,7 @@ func TestStalledGRPCStream(t *testing.T) {
 	if _, err := stream.Recv(); err != nil { // one, then stop reading
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("grpc_get_chunks", "DeadlineExceeded")) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the stalled stream was never cut off")

@@ -275,7 +275,9 @@ func TestLoadReusesOpenFiles(t *testing.T) {
 func TestLoadUnreachableStore(t *testing.T) {
 	ctx := context.Background()
 	s, mdb, db := newDB(t, testdb.Options{Files: 3, Chunks: 5, ChunkSize: 256})
-	l := &tableset.Loader[struct{}]{DB: mdb, Timeout: 100 * time.Millisecond}
+	// Timeout bounds the requests that must succeed too: 2 s, so a loaded
+	// machine does not time them out (the hanging ones wait it out).
+	l := &tableset.Loader[struct{}]{DB: mdb, Timeout: 2 * time.Second}
 
 	// A file whose requests never answer: its lookup times out.
 	s.hang[db.Files[1].Key] = true
@@ -323,11 +325,13 @@ func (w *wrapped) Error() string { return "dial tcp 127.0.0.1:1: connection refu
 func (w *wrapped) Unwrap() error { return w.err }
 
 // Each request has its own deadline, not the load: many files, each
-// request well within the timeout, the whole load well over it.
+// request well within the timeout (60 ms of 1 s, room for a loaded
+// machine), the whole load well over it (24 files, two requests each, two
+// at a time: at least 1.44 s).
 func TestLoadDeadlinePerRequest(t *testing.T) {
 	s, mdb, _ := newDB(t, testdb.Options{Files: 24, Chunks: 2, ChunkSize: 128})
-	s.delay = 40 * time.Millisecond
-	l := &tableset.Loader[struct{}]{DB: mdb, Timeout: 400 * time.Millisecond, Concurrency: 2}
+	s.delay = 60 * time.Millisecond
+	l := &tableset.Loader[struct{}]{DB: mdb, Timeout: time.Second, Concurrency: 2}
 	start := time.Now()
 	set, err := l.Load(context.Background(), nil)
 	if err != nil {
