@@ -494,7 +494,7 @@ func waitCached(t *testing.T, r *remote, db string, names ...string) {
 	if len(names) > 0 {
 		named = func(ti api.TableInfo) bool { return slices.Contains(names, ti.Name) }
 	}
-	if err := r.cache.WaitCached(context.Background(), db, 10*time.Second, named); err != nil {
+	if err := r.cache.WaitCached(context.Background(), db, time.Minute, named); err != nil {
 		t.Fatal(err)
 	}
 }

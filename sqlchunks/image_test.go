@@ -78,7 +78,7 @@ func (h *sameHost) open(t *testing.T, db string) (*client.Client, *sql.DB) {
 // slot of the image files in dir.
 func waitImage(t *testing.T, dir string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		full := false
 		ms, _ := filepath.Glob(filepath.Join(dir, api.CacheImagesDir, "*.slots"))
