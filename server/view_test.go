@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/testdb"
@@ -49,9 +50,19 @@ func TestCacheView(t *testing.T) {
 	f.get(a0)                     // memory
 	f.get(f.db.Files[0].Addrs[1]) // disk
 
+	// The memory tier's weight is its cache's (otter) estimate, brought up
+	// to date by the cache's maintenance, which runs in the background:
+	// wait for it to count the chunks kept above.
 	var sum api.CacheSummary
-	if code := getJSON(t, "GET", srv.URL+api.CachePath, &sum); code != 200 {
-		t.Fatalf("GET /v1/cache: %d", code)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if code := getJSON(t, "GET", srv.URL+api.CachePath, &sum); code != 200 {
+			t.Fatalf("GET /v1/cache: %d", code)
+		}
+		if sum.Memory.Used > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	want := api.TierCounts{Memory: 1, Disk: 1, Store: 2}
 	if sum.Served != want || sum.HitRatio != 0.5 {
