@@ -42,6 +42,12 @@ const (
 	// PatternImages is the route of POST an image registration: the body
 	// is EncodeImageRequest's, the answer an ImageInfo.
 	PatternImages = "POST /v1/dbs/{db}/images"
+	// PatternImage is the route of GET a registered image's ImageInfo by
+	// its name: a client that has the name (ImageName) opens an image the
+	// service already has without sending its addresses; an image the
+	// service does not have is 404 ("unknown image"), and the client
+	// registers it.
+	PatternImage = "GET /v1/dbs/{db}/images/{image}"
 	// PatternImageFill is the route of POST a fill: the body is slot
 	// numbers, big-endian u32 each (at most MaxBatch); the answer is a
 	// frame stream, one frame per slot, Index the slot number.
@@ -70,16 +76,23 @@ type ImageInfo struct {
 // ImagesPath returns the URL path that registers images of database db.
 func ImagesPath(db string) string { return DBPath(db) + "/images" }
 
+// ImagePath returns the URL path of image name.
+func ImagePath(db, name string) string { return ImagesPath(db) + "/" + name }
+
 // ImageFillPath returns the URL path that fills slots of image name.
 func ImageFillPath(db, name string) string { return ImagesPath(db) + "/" + name + "/fill" }
 
 // ImageName names the image of addrs in slots of slotSize bytes: the text
 // form of the first 20 bytes of the SHA-512 of the request body.
 func ImageName(slotSize int, addrs []addr.Addr) string {
-	h := sha512.New()
-	h.Write(EncodeImageRequest(slotSize, addrs))
+	return ImageRequestName(EncodeImageRequest(slotSize, addrs))
+}
+
+// ImageRequestName is ImageName of an encoded registration.
+func ImageRequestName(req []byte) string {
+	sum := sha512.Sum512(req)
 	var a addr.Addr
-	copy(a[:], h.Sum(nil))
+	copy(a[:], sum[:])
 	return a.String()
 }
 

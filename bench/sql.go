@@ -45,6 +45,10 @@ type sqlResult struct {
 	stats   client.Stats
 	pages   int64
 	fetched time.Duration // cold: when the service had the appendix, after its start
+	// first and firstTook: the client's counters and the wall time from
+	// the open to the end of the first point lookup.
+	first     client.Stats
+	firstTook time.Duration
 }
 
 // runSQL is the seed article's measurement, generalised: SQL queries on
@@ -207,6 +211,11 @@ func reportSQL(rep *Report, ds *sqlDataset, queries []sqlQuery, results sqlResul
 	}
 	rep.Intro = seedTables(rep, ds.rtt, queries, results)
 	rep.Section("Where the pages came from", sqlTiers(rep, queries, results))
+	for _, q := range queries {
+		if q.each {
+			rep.Section("A fresh process's first point lookup", firstLookup(rep, q, results))
+		}
+	}
 
 	var fetched []float64
 	var cold []float64
@@ -356,6 +365,35 @@ func sqlTiers(rep *Report, queries []sqlQuery, results sqlResults) string {
 	return t.String()
 }
 
+// firstLookup is the section on the requests a fresh process makes from
+// its open to the end of its first point lookup (the medians over runs).
+func firstLookup(rep *Report, q sqlQuery, results sqlResults) string {
+	var t strings.Builder
+	t.WriteString("The requests a new client made from its open to the end of its first point lookup, and the wall time of both (median over runs). " +
+		"The service's requests are made one after the other (root or open set, page image, pages); so are the store's manifest read, root chunk, page map levels and pages, while the store's index reads of one manifest run in parallel. " +
+		"On the same host the client also reads the store's manifest and the service's local file indexes in the background (for pages the image lacks); no read waits on that.\n\n")
+	t.WriteString("| path | wall time | service requests | store: manifest reads | store: index reads | store: chunk reads |\n|---|--:|--:|--:|--:|--:|\n")
+	for _, p := range sqlPaths[1:] {
+		rs := results[sqlKey{q.cs, p.name}]
+		if len(rs) == 0 {
+			continue
+		}
+		var took, svc, man, idx, chunks []float64
+		for _, r := range rs {
+			took = append(took, float64(r.firstTook.Microseconds())/1000)
+			svc = append(svc, float64(r.first.Service.Requests))
+			man = append(man, float64(r.first.ManifestLoads))
+			idx = append(idx, float64(r.first.TablesOpened))
+			chunks = append(chunks, float64(r.first.Store.Requests))
+		}
+		fmt.Fprintf(&t, "| %s | %.1f ms | %g | %g | %g | %g |\n", p.name, median(took), median(svc), median(man), median(idx), median(chunks))
+		rep.Metric("first-lookup", p.name, 1, "service_requests", median(svc))
+		rep.Metric("first-lookup", p.name, 1, "store_requests", median(man)+median(idx)+median(chunks))
+		rep.Metric("first-lookup", p.name, 1, "wall_ms", median(took))
+	}
+	return t.String()
+}
+
 // runSQLQuery opens the database with open and runs q (for point lookups,
 // once per id), timing it all.
 func runSQLQuery(ctx context.Context, q sqlQuery, ids []int64, open func() (*sqlDB, error)) (sqlResult, error) {
@@ -387,6 +425,9 @@ func runSQLQuery(ctx context.Context, q sqlQuery, ids []int64, open func() (*sql
 			}
 			res.lats = append(res.lats, time.Since(t0))
 			res.rows += n
+			if len(res.lats) == 1 {
+				res.firstTook, res.first = time.Since(start), d.stats()
+			}
 		}
 	} else {
 		rows, err := d.QueryContext(ctx, q.sql)

@@ -179,12 +179,14 @@ func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := sqlchunks.Head(ctx, c)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
+	// The zero root opens the head: through a service, its open set names
+	// it (no request of its own), as "chunkd sql" does.
+	var root addr.Addr
 	if o.prewarm {
+		if root, err = sqlchunks.Head(ctx, c); err != nil {
+			c.Close()
+			return nil, err
+		}
 		if err := prewarm(ctx, c, root); err != nil {
 			c.Close()
 			return nil, err

@@ -64,12 +64,19 @@ func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr)
 	if !ok || c.opts.LocalDir == "" {
 		return nil, ErrNoImage
 	}
-	info, err := h.registerImage(ctx, slotSize, addrs)
+	body := api.EncodeImageRequest(slotSize, addrs)
+	name := api.ImageRequestName(body)
+	c.ctr.svcRequests.Add(1)
+	info, err := h.imageInfo(ctx, name)
+	if errors.Is(err, ErrImageGone) { // not registered yet, or evicted
+		c.ctr.svcRequests.Add(1)
+		info, err = h.registerImage(ctx, body)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if info.Name != api.ImageName(slotSize, addrs) || info.Slots != len(addrs) || info.SlotSize != slotSize {
-		return nil, fmt.Errorf("client: cache service %s registered image %+v for %d slots of %d bytes named %s", h.base, info, len(addrs), slotSize, api.ImageName(slotSize, addrs))
+	if info.Name != name || info.Slots != len(addrs) || info.SlotSize != slotSize {
+		return nil, fmt.Errorf("client: cache service %s registered image %+v for %d slots of %d bytes named %s", h.base, info, len(addrs), slotSize, name)
 	}
 	im := &Image{c: c, svc: h, name: info.Name, slotSize: slotSize, addrs: addrs}
 	if im.data, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Data)), int64(slotSize)*int64(len(addrs))); err != nil {
@@ -164,6 +171,7 @@ func (im *Image) Fill(ctx context.Context, slots []int, fn func(slot int, data [
 		us[k] = uint32(s)
 	}
 	got := 0
+	im.c.ctr.svcRequests.Add(1)
 	err := im.svc.fillImage(ctx, im.name, us, func(slot uint32, data []byte) error {
 		if int(slot) >= len(im.addrs) || addr.Of(data) != im.addrs[slot] {
 			im.c.ctr.svcBad.Add(1)
@@ -186,24 +194,44 @@ func (im *Image) Close() error {
 	return err
 }
 
-// registerImage registers an image with the service.
-func (h *httpService) registerImage(ctx context.Context, slotSize int, addrs []addr.Addr) (api.ImageInfo, error) {
-	var info api.ImageInfo
-	req, err := h.newRequest(ctx, http.MethodPost, api.ImagesPath(h.db), bytes.NewReader(api.EncodeImageRequest(slotSize, addrs)))
+// imageInfo asks the service for image name, which it has when a client
+// registered it before: one small request instead of a registration's
+// addresses. An image the service does not have is ErrImageGone.
+func (h *httpService) imageInfo(ctx context.Context, name string) (api.ImageInfo, error) {
+	req, err := h.newRequest(ctx, http.MethodGet, api.ImagePath(h.db, name), nil)
 	if err != nil {
-		return info, err
+		return api.ImageInfo{}, err
+	}
+	return h.imageAnswer(req, "page image "+name)
+}
+
+// registerImage registers an image with the service; body is
+// api.EncodeImageRequest's.
+func (h *httpService) registerImage(ctx context.Context, body []byte) (api.ImageInfo, error) {
+	req, err := h.newRequest(ctx, http.MethodPost, api.ImagesPath(h.db), bytes.NewReader(body))
+	if err != nil {
+		return api.ImageInfo{}, err
 	}
 	req.Header.Set("Content-Type", api.ContentTypeBinary)
+	return h.imageAnswer(req, "register page image")
+}
+
+// imageAnswer sends req and reads the ImageInfo it answers.
+func (h *httpService) imageAnswer(req *http.Request, what string) (api.ImageInfo, error) {
+	var info api.ImageInfo
 	resp, err := h.hc.Do(req)
 	if err != nil {
 		return info, fmt.Errorf("cache service %s: %w", h.base, err)
 	}
 	defer drain(resp.Body)
+	if resp.StatusCode == http.StatusNotFound && req.Method == http.MethodGet {
+		return info, fmt.Errorf("cache service %s: %w: %w", h.base, ErrImageGone, api.ReadError(resp))
+	}
 	if resp.StatusCode != http.StatusOK {
-		return info, fmt.Errorf("cache service %s: register page image: %w", h.base, api.ReadError(resp))
+		return info, fmt.Errorf("cache service %s: %s: %w", h.base, what, api.ReadError(resp))
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
-		return info, fmt.Errorf("cache service %s: register page image: %w", h.base, err)
+		return info, fmt.Errorf("cache service %s: %s: %w", h.base, what, err)
 	}
 	return info, nil
 }

@@ -274,6 +274,7 @@ func (s *storeTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
 	if !s.svcRoot.IsEmpty() {
 		return s.svcRoot, nil
 	}
+	s.c.ctr.svcRequests.Add(1)
 	root, err := s.c.svc.root(ctx, s.c.opts.FreshRoot)
 	if err != nil {
 		return addr.Addr{}, err

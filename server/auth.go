@@ -72,6 +72,7 @@ var httpAccess = map[string]access{
 	api.PatternRoot:      pathDB,
 	api.PatternOpenSet:   pathDB,
 	api.PatternImages:    pathDB,
+	api.PatternImage:     pathDB,
 	api.PatternImageFill: pathDB,
 	// The list shows only the databases the token grants (view.go).
 	api.PatternDBs:       anyToken,

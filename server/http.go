@@ -33,6 +33,7 @@ func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	mux.HandleFunc(api.PatternRoot, h.observe("http_root", h.root))
 	mux.HandleFunc(api.PatternOpenSet, h.observe("http_open_set", h.openSet))
 	mux.HandleFunc(api.PatternImages, h.observe("http_register_image", h.registerImage))
+	mux.HandleFunc(api.PatternImage, h.observe("http_get_image", h.getImage))
 	mux.HandleFunc(api.PatternImageFill, h.observe("http_fill_image", h.fillImage))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
@@ -272,6 +273,17 @@ func (h *httpAPI) registerImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info, err := h.c.RegisterImage(r.Context(), r.PathValue("db"), slotSize, addrs)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, info)
+}
+
+// getImage answers the ImageInfo of a registered image
+// (api.PatternImage).
+func (h *httpAPI) getImage(w http.ResponseWriter, r *http.Request) {
+	info, err := h.c.Image(r.Context(), r.PathValue("db"), r.PathValue("image"))
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -334,7 +334,28 @@ func (c *Cache) RegisterImage(ctx context.Context, db string, slotSize int, addr
 	if err != nil {
 		return api.ImageInfo{}, err
 	}
-	if created {
+	return c.imageInfo(im, created), nil
+}
+
+// Image returns the ImageInfo of image name, registered before (by a
+// client of any database: the name proves the addresses), or an error
+// of KindUnknownImage. Like a registration, it starts the background
+// fill of an image found again after a restart.
+func (c *Cache) Image(ctx context.Context, db, name string) (api.ImageInfo, error) {
+	if _, err := c.database(ctx, db); err != nil {
+		return api.ImageInfo{}, err
+	}
+	im := c.images.get(name)
+	if im == nil {
+		return api.ImageInfo{}, errorf(KindUnknownImage, nil, "no image %s (never registered, or evicted: register it)", name)
+	}
+	return c.imageInfo(im, im.adopt(db)), nil
+}
+
+// imageInfo describes im, first starting its background fill when fill
+// says so (a new image, or one adopted after a restart).
+func (c *Cache) imageInfo(im *image, fill bool) api.ImageInfo {
+	if fill {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -345,7 +366,7 @@ func (c *Cache) RegisterImage(ctx context.Context, db string, slotSize int, addr
 		Name: im.name, Slots: len(im.addrs), SlotSize: im.slotSize,
 		Data:    filepath.ToSlash(filepath.Join(api.CacheImagesDir, im.name+".img")),
 		Entries: filepath.ToSlash(filepath.Join(api.CacheImagesDir, im.name+".slots")),
-	}, nil
+	}
 }
 
 // imageSlots returns the number of slots of image name, if it is known.

@@ -62,10 +62,21 @@ func TestImages(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Registering again is the same image.
+	// Registering again is the same image, and so is asking by name;
+	// an image never registered is unknown, and an unknown database is
+	// refused before the image is looked at.
 	again, err := f.cache.RegisterImage(ctx, "db1", 4096, addrs)
 	if err != nil || again != info {
 		t.Fatalf("second registration: %+v, %v", again, err)
+	}
+	if byName, err := f.cache.Image(ctx, "db1", info.Name); err != nil || byName != info {
+		t.Fatalf("image by name: %+v, %v", byName, err)
+	}
+	if _, err := f.cache.Image(ctx, "db1", api.ImageName(4096, addrs[:3])); kindOf(err) != KindUnknownImage {
+		t.Fatalf("an image never registered, by name: %v", err)
+	}
+	if _, err := f.cache.Image(ctx, "nosuch", info.Name); kindOf(err) != KindUnknownDB {
+		t.Fatalf("an image of an unknown database, by name: %v", err)
 	}
 	// A fill answers the slots' bytes (and rewrites them: rot repaired).
 	path := filepath.Join(f.dir, info.Data)
@@ -105,6 +116,9 @@ func TestImages(t *testing.T) {
 	f.open(Config{MemBytes: 1})
 	if n := checkImage(t, f, info, addrs); n != len(addrs) {
 		t.Fatalf("after a restart %d of %d slots", n, len(addrs))
+	}
+	if byName, err := f.cache.Image(ctx, "db1", info.Name); err != nil || byName != info {
+		t.Fatalf("image by name after a restart: %+v, %v", byName, err)
 	}
 	if err := f.cache.FillImage(ctx, "db1", info.Name, []uint32{3}, func(uint32, []byte) error { return nil }); err != nil {
 		t.Fatalf("fill after a restart: %v", err)

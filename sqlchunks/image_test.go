@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +29,9 @@ type sameHost struct {
 	cache *server.Cache
 	srv   *httptest.Server
 	cfg   server.Config
+	// registrations counts the image registrations (POSTs with the
+	// addresses) the service was sent.
+	registrations atomic.Int64
 }
 
 func startSameHost(t *testing.T, s store.Store, imageBytes int64) *sameHost {
@@ -46,7 +52,13 @@ func (h *sameHost) start(t *testing.T) {
 	if h.srv == nil {
 		h.srv = httptest.NewServer(nil)
 	}
-	h.srv.Config.Handler = server.NewHandler(cache, prometheus.NewRegistry())
+	handler := server.NewHandler(cache, prometheus.NewRegistry())
+	h.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/images") {
+			h.registrations.Add(1)
+		}
+		handler.ServeHTTP(w, r)
+	})
 }
 
 func (h *sameHost) stop() {
@@ -122,8 +134,13 @@ func TestPageImage(t *testing.T) {
 	_ = c1
 	waitImage(t, h.dir) // the service's background fill
 
-	// A fresh process on the warm service: every page from the image.
+	// A fresh process on the warm service: every page from the image,
+	// which it opens by name without registering it again.
+	regs := h.registrations.Load()
 	c2, d2 := h.open(t, "img")
+	if regs == 0 || h.registrations.Load() != regs {
+		t.Fatalf("image registrations: %d by the first process, %d by the second", regs, h.registrations.Load()-regs)
+	}
 	before := c2.Stats()
 	sameResults(t, "second process", plain, d2, queries)
 	lap("second process")

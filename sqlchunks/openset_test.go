@@ -44,7 +44,7 @@ func TestOpenSet(t *testing.T) {
 	}
 	st := c.Stats().Sub(before)
 	t.Logf("first point lookup after the open: %d requests (%d pages of interior and page 1 preloaded)", st.Service.Requests, len(r.interior)+1)
-	if st.Service.Requests > 2 {
+	if st.Service.Requests > 1 { // with the open's: at most 2, one after the other
 		t.Fatalf("first point lookup after the open: %d requests: %v", st.Service.Requests, st)
 	}
 	sameResults(t, "opened from the open set", plain, d.DB, queries)

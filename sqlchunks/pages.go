@@ -108,6 +108,13 @@ func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
 	return p.addrs[n-1], true
 }
 
+// Preloaded implements sqlitevfs.Preloader: page 1 and the interior
+// pages of a version opened from its open set are held in memory.
+func (p *Pages) Preloaded(n int64) bool {
+	_, ok := p.preloaded[n]
+	return ok
+}
+
 // ReadPage implements sqlitevfs.Pages: from the page image when it holds
 // the page, else with one Get.
 func (p *Pages) ReadPage(ctx context.Context, n int64, b []byte) error {

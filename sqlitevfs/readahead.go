@@ -35,6 +35,7 @@ type readAhead struct {
 	src  PageRanger
 	ctx  context.Context // the registration's: background fetches end with it
 	size int64           // pages per batch
+	pre  Preloader       // the pages' Preloader, if they have one
 
 	mu      sync.Mutex
 	recent  [recentPages]int64
@@ -59,6 +60,7 @@ type prefetch struct {
 
 func newReadAhead(ctx context.Context, p Pages, src PageRanger, size int) *readAhead {
 	ra := &readAhead{Pages: p, src: src, ctx: ctx, size: int64(size)}
+	ra.pre, _ = p.(Preloader)
 	for i := range ra.recent {
 		ra.recent[i] = -1
 	}
@@ -67,6 +69,9 @@ func newReadAhead(ctx context.Context, p Pages, src PageRanger, size int) *readA
 
 // ReadPage implements Pages.
 func (ra *readAhead) ReadPage(ctx context.Context, n int64, p []byte) error {
+	if ra.preloaded(n) {
+		return ra.Pages.ReadPage(ctx, n, p)
+	}
 	held, seq := ra.note(n, p)
 	if held {
 		ra.prefetchAfter(n)
@@ -127,13 +132,22 @@ func (ra *readAhead) fetch(ctx context.Context, first, n int64) (batch, error) {
 	return b, nil
 }
 
+// preloaded reports whether page n is one the pages hold in memory.
+func (ra *readAhead) preloaded(n int64) bool { return ra.pre != nil && ra.pre.Preloaded(n) }
+
 // note records a read of page n, copies the page into p if a batch holds
-// it, and says whether page n-1 was read recently (a sequential read).
+// it, and says whether the page before it was read recently (a
+// sequential read); preloaded pages, never recorded, are stepped over, so
+// a scan whose leaves sit around an interior page stays sequential.
 func (ra *readAhead) note(n int64, p []byte) (held, seq bool) {
+	prev := n - 1
+	for prev > 0 && ra.preloaded(prev) {
+		prev--
+	}
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	for _, r := range ra.recent {
-		if r == n-1 {
+		if r == prev {
 			seq = true
 			break
 		}

@@ -100,6 +100,17 @@ type PageRanger interface {
 	ReadPages(ctx context.Context, first int64, ps [][]byte) error
 }
 
+// Preloader is an optional interface of Pages that holds some pages in
+// memory already (read when the source was opened: the interior pages of
+// the B-trees, say), which cost no request. Read-ahead reads them
+// directly, and a read of one is not part of a sequential run: a point
+// lookup that walks down preloaded interior pages to a leaf fetches the
+// leaf alone rather than a batch from it.
+type Preloader interface {
+	// Preloaded reports whether page n is held in memory.
+	Preloaded(n int64) bool
+}
+
 // Errors returned by this package (wrapped; test with errors.Is).
 var (
 	// ErrReadOnly: a write reached the VFS. Writes through SQL fail

@@ -626,3 +626,58 @@ func TestReadAheadGrows(t *testing.T) {
 		t.Fatalf("scan: batches %v, %d single pages", rec.sizes, rec.pages.Load())
 	}
 }
+
+// preloadedPages is a rangeCounter whose pages in pre are held in memory
+// (a Preloader): reading one is not counted.
+type preloadedPages struct {
+	*rangeCounter
+	pre map[int64]bool
+}
+
+func (p *preloadedPages) Preloaded(n int64) bool { return p.pre[n] }
+
+func (p *preloadedPages) ReadPage(ctx context.Context, n int64, b []byte) error {
+	if p.pre[n] {
+		return p.FilePages.ReadPage(ctx, n, b)
+	}
+	return p.rangeCounter.ReadPage(ctx, n, b)
+}
+
+// TestReadAheadPreloaded: a point lookup that walks down preloaded
+// interior pages to the leaf after them fetches the leaf alone, not a
+// batch from it; a scan over leaves around a preloaded page stays one
+// run of batches.
+func TestReadAheadPreloaded(t *testing.T) {
+	fp := filePages(t, testDB(t, 5, 5200))
+	ctx := context.Background()
+	p := make([]byte, fp.PageSize())
+	open := func(pre ...int64) *preloadedPages {
+		pp := &preloadedPages{rangeCounter: &rangeCounter{FilePages: fp}, pre: map[int64]bool{}}
+		for _, n := range pre {
+			pp.pre[n] = true
+		}
+		return pp
+	}
+	pp := open(1, 4, 5)
+	ra := newReadAhead(ctx, pp, pp, 64)
+	for _, n := range []int64{1, 4, 5, 6} { // page 1, interior 4 and 5, leaf 6
+		if err := ra.ReadPage(ctx, n, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pp.pages.Load() != 1 || pp.ranges.Load() != 0 {
+		t.Fatalf("point lookup: %d single pages and %d batches, want the leaf alone", pp.pages.Load(), pp.ranges.Load())
+	}
+
+	pp = open(1, 12, 30)
+	ra = newReadAhead(ctx, pp, pp, 64)
+	for n := int64(7); n <= 100; n++ {
+		if err := ra.ReadPage(ctx, n, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ra.waitIdle()
+	if pp.pages.Load() != 1 || pp.ranges.Load() == 0 {
+		t.Fatalf("scan: %d single pages and %d batches, want the first page alone and batches after", pp.pages.Load(), pp.ranges.Load())
+	}
+}
