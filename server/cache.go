@@ -103,7 +103,46 @@ func New(cfg Config) (*Cache, error) {
 	c.log.Info("cache directory loaded", "dir", cfg.CacheDir, "files", e.disk.fileCount(), "bytes", e.disk.usedBytes(), "took", time.Since(start).Round(time.Millisecond))
 	e.metrics.diskBytes.Set(float64(e.disk.usedBytes()))
 	c.registerViewMetrics(cfg.Registry)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.keepRootsFresh()
+	}()
 	return c, nil
+}
+
+// rootWatch is how long after a client last asked for a database's root
+// the service keeps re-checking its manifest ahead of time.
+const rootWatch = 10 * time.Minute
+
+// keepRootsFresh re-checks, every half ManifestTTL, the manifest of each
+// database whose root a client asked for within rootWatch, so that the
+// next client to ask (a new SQL process opening the database) finds it
+// fresh and does not wait on the store: one conditional read per half
+// TTL per database in use, none for databases only read by address.
+func (c *Cache) keepRootsFresh() {
+	t := time.NewTicker(max(c.cfg.ManifestTTL/2, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		dbs := make([]*database, 0, len(c.dbs))
+		for _, d := range c.dbs {
+			dbs = append(dbs, d)
+		}
+		c.mu.Unlock()
+		for _, d := range dbs {
+			if d.rootWatched() {
+				if err := d.refreshAhead(); err != nil && c.ctx.Err() == nil {
+					c.log.Debug("manifest not re-checked ahead of time", "db", d.name, "err", err)
+				}
+			}
+		}
+	}
 }
 
 // Close stops downloads (their partial files are removed) and background

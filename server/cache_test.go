@@ -977,3 +977,49 @@ func TestRoot(t *testing.T) {
 		t.Fatalf("fresh Root with the store down: %+v, %v", info, err)
 	}
 }
+
+// TestRootKeptFresh: once a client asks for a database's root, the
+// service re-checks its manifest ahead of time (every half TTL), so a
+// later root request finds it younger than the TTL without asking the
+// store itself; a database read only by address is not re-checked.
+func TestRootKeptFresh(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: ttl})
+	testdb.MustMake(t, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
+	cs := &countingStore{Store: f.fs}
+	f.cache.Close()
+	c := newCache(t, Config{ManifestTTL: ttl, Store: cs, CacheDir: f.dir})
+	if _, err := c.Root(ctx, "db1", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetChunk(ctx, "db2", f.db.All()[0]); err != nil { // db2 by address only
+		t.Fatal(err)
+	}
+	checks := func() int64 { return cs.heads.Load() + cs.opens.Load() }
+	before := checks()
+	// Wait for several re-checks; the loop runs every ttl/2.
+	deadline := time.Now().Add(time.Minute)
+	for checks() < before+3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no manifest re-checks ahead of time: %d store reads", checks()-before)
+		}
+		time.Sleep(ttl / 4)
+	}
+	c.mu.Lock()
+	db1, db2 := c.dbs["db1"], c.dbs["db2"]
+	c.mu.Unlock()
+	if !db1.fresh() {
+		t.Fatal("db1's manifest is older than the TTL although it is kept fresh")
+	}
+	time.Sleep(2 * ttl)
+	if db2.fresh() {
+		t.Fatal("db2, read by address only, was re-checked ahead of time")
+	}
+	// (A fresh manifest is what lets a root request answer without the
+	// store: the request's own refresh is a no-op then.)
+	info, err := c.Root(ctx, "db1", false)
+	if err != nil || info.AgeMS >= ttl.Milliseconds() {
+		t.Fatalf("Root: %+v, %v: want an answer younger than the TTL", info, err)
+	}
+}

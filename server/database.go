@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
@@ -42,6 +43,10 @@ type database struct {
 	missingErr error
 
 	refreshes singleflight.Group // manifest reads, one at a time
+	// rootAsked is when a client last asked for the root (unix nanos):
+	// while recent, the manifest is re-checked ahead of time
+	// (Cache.keepRootsFresh).
+	rootAsked atomic.Int64
 
 	m *manifest.Manifest // the manifest last published (mu); nil while served from saved state
 
@@ -109,6 +114,27 @@ func (d *database) refreshShared(ctx context.Context) error {
 	case <-ctx.Done():
 		return errorf(KindCanceled, ctx.Err(), "database %q: waiting for its manifest", d.name)
 	}
+}
+
+// rootWatched reports whether a client asked for the root within
+// rootWatch.
+func (d *database) rootWatched() bool {
+	return time.Since(time.Unix(0, d.rootAsked.Load())) < rootWatch
+}
+
+// refreshAhead re-checks the manifest once it is half its TTL old,
+// shared with the refreshes of misses and root requests.
+func (d *database) refreshAhead() error {
+	_, err, _ := d.refreshes.Do("", func() (any, error) {
+		d.mu.RLock()
+		young := !d.loadedAt.IsZero() && time.Since(d.loadedAt) < d.env.cfg.ManifestTTL/2
+		d.mu.RUnlock()
+		if young {
+			return nil, nil
+		}
+		return nil, d.refresh(d.env.ctx)
+	})
+	return err
 }
 
 func (d *database) fresh() bool {
@@ -223,6 +249,7 @@ func (d *database) manifestUnchanged(ctx context.Context) (bool, error) {
 // ManifestTTL (at once when fresh is asked), or the last known one
 // marked stale when the store cannot be asked.
 func (d *database) currentRoot(ctx context.Context, fresh bool) (api.RootInfo, error) {
+	d.rootAsked.Store(time.Now().UnixNano())
 	var err error
 	if fresh {
 		err = d.refreshNow(ctx)
