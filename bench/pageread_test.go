@@ -79,7 +79,10 @@ func serveBare() {
 //     client's own memory tier off);
 //   - vfs-http, vfs-grpc: a point lookup by rowid through sqlchunks over
 //     those clients, with a page cache small enough that it misses about
-//     one page per lookup (pages/op says how many).
+//     one page per lookup (pages/op says how many);
+//   - get-http-net, vfs-http-net: get-http and vfs-http with the client's
+//     lean HTTP path off (CHUNKD_LEAN_HTTP=0): every request through
+//     net/http, for the A/B in one run.
 //
 // Every sub-benchmark reports p50-µs, and the ones after bare-http
 // x-bare, their p50 over bare-http's in the same run. The setup (a build
@@ -115,7 +118,7 @@ func BenchmarkPageRead(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		c    *client.Client
-	}{{"get-http", rig.cHTTP}, {"get-grpc", rig.cGRPC}} {
+	}{{"get-http", rig.cHTTP}, {"get-http-net", rig.cHTTPNet}, {"get-grpc", rig.cGRPC}} {
 		b.Run(tc.name, func(b *testing.B) {
 			before := tc.c.Stats()
 			p50 := timeOps(b, func(rng *rand.Rand) error {
@@ -136,7 +139,7 @@ func BenchmarkPageRead(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		db   *pageReadDB
-	}{{"vfs-http", rig.vfsHTTP}, {"vfs-grpc", rig.vfsGRPC}} {
+	}{{"vfs-http", rig.vfsHTTP}, {"vfs-http-net", rig.vfsHTTPNet}, {"vfs-grpc", rig.vfsGRPC}} {
 		b.Run(tc.name, func(b *testing.B) {
 			pages, reqs := tc.db.PageReads(), tc.db.c.Stats().Service.Requests
 			p50 := timeOps(b, func(rng *rand.Rand) error {
@@ -195,9 +198,11 @@ type pageReadRig struct {
 	hc               *http.Client
 	store            store.Store // the clients'
 	cHTTP, cGRPC     *client.Client
+	cHTTPNet         *client.Client // cHTTP without the lean HTTP path
 	pages            []addr.Addr
 	rows             int64
 	vfsHTTP, vfsGRPC *pageReadDB
+	vfsHTTPNet       *pageReadDB
 }
 
 type pageReadDB struct {
@@ -265,10 +270,17 @@ func (r *pageReadRig) start(ctx context.Context) error {
 	r.store = cst
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, c := range []struct {
-		c   **client.Client
-		url string
-	}{{&r.cHTTP, r.service.url}, {&r.cGRPC, "grpc://" + r.service.grpc}} {
-		if *c.c, err = client.Open(ctx, client.Options{Store: cst, DB: "pages", Service: c.url, MemBytes: -1, Logger: quiet}); err != nil {
+		c    **client.Client
+		url  string
+		lean string
+	}{{&r.cHTTP, r.service.url, "1"}, {&r.cHTTPNet, r.service.url, "0"}, {&r.cGRPC, "grpc://" + r.service.grpc, "1"}} {
+		// The client reads the switch when it opens.
+		if err := os.Setenv("CHUNKD_LEAN_HTTP", c.lean); err != nil {
+			return err
+		}
+		*c.c, err = client.Open(ctx, client.Options{Store: cst, DB: "pages", Service: c.url, MemBytes: -1, Logger: quiet})
+		os.Unsetenv("CHUNKD_LEAN_HTTP")
+		if err != nil {
 			return err
 		}
 	}
@@ -290,7 +302,7 @@ func (r *pageReadRig) start(ctx context.Context) error {
 	for _, d := range []struct {
 		db **pageReadDB
 		c  *client.Client
-	}{{&r.vfsHTTP, r.cHTTP}, {&r.vfsGRPC, r.cGRPC}} {
+	}{{&r.vfsHTTP, r.cHTTP}, {&r.vfsHTTPNet, r.cHTTPNet}, {&r.vfsGRPC, r.cGRPC}} {
 		// 256 KiB of page cache: the tables' interior pages stay, and a
 		// lookup by rowid misses about one leaf.
 		db, err := sqlchunks.OpenVersion(ctx, d.c, root, &sqlitevfs.Options{CacheKiB: 256})
@@ -363,13 +375,13 @@ func (r *pageReadRig) warm(ctx context.Context) error {
 }
 
 func (r *pageReadRig) close() {
-	for _, d := range []*pageReadDB{r.vfsHTTP, r.vfsGRPC} {
+	for _, d := range []*pageReadDB{r.vfsHTTP, r.vfsHTTPNet, r.vfsGRPC} {
 		if d != nil {
 			d.stmt.Close()
 			d.Close()
 		}
 	}
-	for _, c := range []*client.Client{r.cHTTP, r.cGRPC} {
+	for _, c := range []*client.Client{r.cHTTP, r.cHTTPNet, r.cGRPC} {
 		if c != nil {
 			c.Close()
 		}

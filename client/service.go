@@ -95,7 +95,8 @@ type httpService struct {
 	db    string
 	hc    *http.Client
 	tr    *http.Transport
-	token string // "" sends no Authorization header
+	token string      // "" sends no Authorization header
+	lean  *leanClient // nil: every request through net/http
 }
 
 func newHTTPService(u *url.URL, db string, concurrency int, tlsCfg *tls.Config, token string) *httpService {
@@ -122,6 +123,7 @@ func newHTTPService(u *url.URL, db string, concurrency int, tlsCfg *tls.Config, 
 		tr:    tr,
 		hc:    &http.Client{Transport: tr},
 		token: token,
+		lean:  newLeanClient(u, token, tr.MaxIdleConnsPerHost),
 	}
 }
 
@@ -140,6 +142,9 @@ func (h *httpService) newRequest(ctx context.Context, method, path string, body 
 func (h *httpService) String() string { return h.base }
 
 func (h *httpService) close() error {
+	if h.lean != nil {
+		h.lean.close()
+	}
 	h.tr.CloseIdleConnections()
 	return nil
 }
@@ -152,6 +157,17 @@ func drain(body io.ReadCloser) {
 }
 
 func (h *httpService) get(ctx context.Context, a addr.Addr) (reply, error) {
+	if h.lean != nil {
+		r, err := h.lean.getChunk(ctx, h, a)
+		if err != errLeanFallback {
+			return r, err
+		}
+	}
+	return h.getNet(ctx, a)
+}
+
+// getNet is get through net/http.
+func (h *httpService) getNet(ctx context.Context, a addr.Addr) (reply, error) {
 	req, err := h.newRequest(ctx, http.MethodGet, api.ChunkPath(h.db, a), nil)
 	if err != nil {
 		return reply{}, &serviceError{err: err}
