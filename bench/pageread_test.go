@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,10 +155,18 @@ func BenchmarkPageRead(b *testing.B) {
 }
 
 // timeOps runs op b.N times, timing each, and reports and returns the
-// median in microseconds.
+// median in microseconds. It also reports this process's context
+// switches per op (csw/op: the thread hand-offs of a request, the
+// benchmark's own included).
 func timeOps(b *testing.B, op func(*rand.Rand) error) float64 {
 	rng := rand.New(rand.NewPCG(1, uint64(b.N)))
 	var d []time.Duration
+	csw := contextSwitches()
+	defer func() {
+		if n := contextSwitches() - csw; csw >= 0 {
+			b.ReportMetric(float64(n)/float64(b.N), "csw/op")
+		}
+	}()
 	for b.Loop() {
 		start := time.Now()
 		if err := op(rng); err != nil {
@@ -169,6 +178,16 @@ func timeOps(b *testing.B, op func(*rand.Rand) error) float64 {
 	p50 := float64(d[len(d)/2].Nanoseconds()) / 1e3
 	b.ReportMetric(p50, "p50-µs")
 	return p50
+}
+
+// contextSwitches returns this process's context switches so far, -1 if
+// unknown.
+func contextSwitches() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 func loadAverage() string {

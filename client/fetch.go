@@ -119,7 +119,9 @@ func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int
 		f.producers.Wait()
 	}()
 	defer context.AfterFunc(c.ctx, cancel)()
-	items := make(chan item, min(n, 256)+2)
+	// Room for the service's and the store's last two items each: an
+	// inline service request (below) sends while no one receives.
+	items := make(chan item, min(n, 256)+4)
 	f.send = func(it item) {
 		select {
 		case items <- it:
@@ -129,14 +131,17 @@ func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int
 
 	var timer *time.Timer
 	var hedge <-chan time.Time
-	if c.svc != nil && c.backoff.allow() && len(local) < n {
+	switch {
+	case n == 1 && len(local) == 0 && c.svc != nil && c.svc.inline() && c.backoff.allow():
+		f.askServiceInline()
+	case c.svc != nil && c.backoff.allow() && len(local) < n:
 		f.startService(local)
 		if c.opts.ServiceTimeout > 0 {
 			timer = time.NewTimer(c.opts.ServiceTimeout)
 			defer timer.Stop()
 			hedge = timer.C
 		}
-	} else {
+	default:
 		if c.svc != nil && len(local) < n {
 			c.ctr.svcSkipped.Add(1)
 		}
@@ -262,6 +267,53 @@ func (f *tierFetch) startService(local map[int]bool) {
 	}
 	f.running++
 	f.producers.Go(func() { f.c.askService(f.ctx, f.want, ks, f.send) })
+}
+
+// askServiceInline asks the service for the one wanted chunk in the
+// calling goroutine, for a service whose get needs no other goroutine: a
+// page read from SQLite runs on a locked OS thread, where every hand-off
+// is a thread wake-up, so a service that answers within ServiceTimeout
+// costs none. A slower one is hedged as startService's is: a timer starts
+// the store read at ServiceTimeout, and a correct chunk from the store
+// ends the service request. Either way, the answers are in f's items for
+// the coordinator loop, as a producer's would be.
+func (f *tierFetch) askServiceInline() {
+	c := f.c
+	f.chunks[0].svcWait = true
+	f.running++
+	sctx, cancelService := context.WithCancel(f.ctx)
+	defer cancelService()
+	var mu sync.Mutex // guards returned and hedged
+	returned, hedged := false, false
+	if c.opts.ServiceTimeout > 0 {
+		t := time.AfterFunc(c.opts.ServiceTimeout, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if returned {
+				return
+			}
+			hedged = true
+			c.ctr.hedged.Add(1)
+			c.log.Debug("cache service is slow; asking the store too", "chunks", 1, "after", c.opts.ServiceTimeout)
+			f.producers.Go(func() {
+				c.askStore(f.ctx, f.want, []int{0}, func(it item) {
+					if it.ok {
+						cancelService() // the store won
+					}
+					f.send(it)
+				})
+			})
+		})
+		defer t.Stop()
+	}
+	c.askService(sctx, f.want, []int{0}, f.send)
+	mu.Lock()
+	returned = true
+	if hedged {
+		f.chunks[0].store = storeAsked
+		f.running++
+	}
+	mu.Unlock()
 }
 
 // hedge queues for the store every position the service has not answered

@@ -47,6 +47,9 @@ type service interface {
 	// checked against the store's manifest first.
 	root(ctx context.Context, fresh bool) (addr.Addr, error)
 	close() error
+	// inline reports whether get runs in the calling goroutine alone,
+	// with no hand-off to another.
+	inline() bool
 	// String is the service's address, for messages.
 	String() string
 }
@@ -140,6 +143,8 @@ func (h *httpService) newRequest(ctx context.Context, method, path string, body 
 }
 
 func (h *httpService) String() string { return h.base }
+
+func (h *httpService) inline() bool { return h.lean != nil }
 
 func (h *httpService) close() error {
 	if h.lean != nil {
@@ -320,6 +325,8 @@ func newGRPCService(u *url.URL, db string, tlsCfg *tls.Config, token string) (*g
 }
 
 func (g *grpcService) String() string { return g.target }
+
+func (g *grpcService) inline() bool { return false }
 
 func (g *grpcService) close() error { return g.conn.Close() }
 
