@@ -27,9 +27,10 @@ import (
 // A page read from SQLite runs on a locked OS thread (a cgo callback).
 // net/http's client hands every request to the connection's write and
 // read goroutines and back through channels, and each of those hand-offs
-// to or from a locked thread is a thread wake-up. Measured on
-// BenchmarkPageRead, that made a page read through the service 1.89× a
-// bare HTTP round trip; the lean path keeps the exchange on the caller.
+// to or from a locked thread is a thread wake-up. On BenchmarkPageRead a
+// page read through the service cost 1.73× a bare HTTP round trip, and
+// 1.05× with the lean path, which keeps the exchange on the caller (see
+// docs/benchmarks.md).
 //
 // It reads only the answers chunkd serve gives (HTTP/1.1, a
 // Content-Length body); anything else (chunked, no length, a 1xx, a
