@@ -23,8 +23,9 @@ import (
 
 // Image is a page image of a cache service on this host (api.PatternImages
 // documents them): a list of chunks in order, each in a fixed-size slot of
-// a file in the service's cache directory, which the client maps read-only
-// and reads with no request per chunk. The service fills slots in the
+// a file in the service's cache directory, which the client reads with no
+// request per chunk: the slots with pread, the entries from a read-only
+// mapping. The service fills slots in the
 // background and on request, only with bytes it proved against their
 // addresses; the client reads a slot only when its entry says it is filled
 // and its bytes match the entry's CRC-32C, and asks the service to fill
@@ -41,8 +42,13 @@ type Image struct {
 	name     string
 	slotSize int
 	addrs    []addr.Addr
-	data     []byte // the .img file, mapped read-only
-	entries  []byte // the .slots file, mapped read-only
+	// data is the .img file, read with pread: the first touch of a page of
+	// a fresh mapping costs a page fault, 4 to 10 times a pread of 4 KiB on
+	// the machine of docs/benchmarks.md, and a new process's reads are
+	// mostly first touches. The open file stays readable after the
+	// service removes it.
+	data    *os.File
+	entries []byte // the .slots file, mapped read-only
 	// repairing is set while a repair fill runs.
 	repairing atomic.Bool
 }
@@ -79,30 +85,41 @@ func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr)
 		return nil, fmt.Errorf("client: cache service %s registered image %+v for %d slots of %d bytes named %s", h.base, info, len(addrs), slotSize, name)
 	}
 	im := &Image{c: c, svc: h, name: info.Name, slotSize: slotSize, addrs: addrs}
-	if im.data, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Data)), int64(slotSize)*int64(len(addrs))); err != nil {
+	if im.data, err = openSized(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Data)), int64(slotSize)*int64(len(addrs))); err != nil {
 		return nil, fmt.Errorf("client: page image: %w", err)
 	}
 	if im.entries, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Entries)), 8*int64(len(addrs))); err != nil {
-		syscall.Munmap(im.data)
+		im.data.Close()
 		return nil, fmt.Errorf("client: page image: %w", err)
 	}
 	return im, nil
 }
 
-// mapFile maps the first size bytes of a file read-only.
-func mapFile(path string, size int64) ([]byte, error) {
+// openSized opens a file of at least size bytes for reading.
+func openSized(path string, size int64) (*os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	if st.Size() < size {
+		f.Close()
 		return nil, fmt.Errorf("%s is %d bytes, want %d", path, st.Size(), size)
 	}
+	return f, nil
+}
+
+// mapFile maps the first size bytes of a file read-only.
+func mapFile(path string, size int64) ([]byte, error) {
+	f, err := openSized(path, size)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	return syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
 }
 
@@ -110,10 +127,11 @@ func mapFile(path string, size int64) ([]byte, error) {
 func (im *Image) Slots() int { return len(im.addrs) }
 
 // Read copies slot i into p (slotSize bytes) if the service has filled it
-// and its bytes match their CRC, and reports whether it did. A mapping
-// whose file was cut short under it (by something other than the service,
-// which never shrinks an image) faults; the fault is caught and the read
-// reports false rather than crash the process.
+// and its bytes match their CRC, and reports whether it did. Files cut
+// short under it (by something other than the service, which never
+// shrinks an image) give a short read of the slot, or a fault on the
+// entries' mapping, which is caught: the read reports false rather than
+// crash the process.
 func (im *Image) Read(i int, p []byte) (ok bool) {
 	defer func() {
 		if recover() != nil {
@@ -126,8 +144,7 @@ func (im *Image) Read(i int, p []byte) (ok bool) {
 	if e&api.ImageSlotFilled == 0 {
 		return false
 	}
-	slot := im.data[i*im.slotSize : (i+1)*im.slotSize]
-	n := copy(p, slot)
+	n, _ := im.data.ReadAt(p[:im.slotSize], int64(i)*int64(im.slotSize)) // short: cut short under us
 	if n != im.slotSize || crc32.Checksum(p[:n], castagnoli) != uint32(e) {
 		im.c.ctr.imageBad.Add(1)
 		im.repair(i)
@@ -187,7 +204,7 @@ func (im *Image) Fill(ctx context.Context, slots []int, fn func(slot int, data [
 
 // Close unmaps the image. Reads must have ended.
 func (im *Image) Close() error {
-	err := syscall.Munmap(im.data)
+	err := im.data.Close()
 	if e := syscall.Munmap(im.entries); err == nil {
 		err = e
 	}
