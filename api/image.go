@@ -11,8 +11,8 @@ import (
 )
 
 // Page images: a same-host client reads a database version's pages from a
-// file the service keeps in its cache directory, mapped into memory, with
-// no request per page.
+// file the service keeps in its cache directory, with no request per
+// page.
 //
 // An image is a list of chunk addresses in order (a SQLite version's pages,
 // say), each chunk exactly SlotSize bytes. A client registers one with the
@@ -28,14 +28,14 @@ import (
 //
 // The service fills a slot only with bytes it proved against the chunk's
 // address, writes the slot's bytes before its entry, and never changes a
-// filled slot's bytes. A client maps both files read-only, reads a slot
+// filled slot's bytes. A client opens both read-only (the entries mapped), reads a slot
 // whose entry says filled and whose bytes match the entry's CRC (rot since
 // the service wrote it is caught there), and asks the service to fill the
 // others (PatternImageFill): the answer carries their bytes, as frames of
 // a batch whose Index is the slot number. Each image's registration is
 // kept beside it (<name>.req), so a restarted service finds its images
 // again. Images are evicted whole (least recently registered first) to
-// stay within their budget; a client holding the mapping of an evicted
+// stay within their budget; a client holding an evicted
 // image keeps reading what was filled (the bytes never change) and reads
 // the rest through its other tiers.
 const (

@@ -246,7 +246,7 @@ func seedTables(rep *Report, rtt time.Duration, queries []sqlQuery, results sqlR
 		fmt.Sprintf("- `store-direct`: no service; the client reads the store itself, every request paying the emulated round trip (%s).\n", rtt) +
 		"- `service-cold`: a `chunkd serve` just started with an empty cache dir: the first query after its start, while it reads through from the store and downloads the appendix file.\n" +
 		"- `service-warm`: the same service once the appendix file is on its disk; a fresh client (nothing in its memory).\n" +
-		"- `service-same-host`: the same warm service, and a fresh client on its host (`chunkd sql --service-dir`) that reads the version's pages from the service's page image, mapped, with a CRC check per page and no request (a page the image lacks: a pread of the service's verified file and a CRC).\n\n" +
+		"- `service-same-host`: the same warm service, and a fresh client on its host (`chunkd sql --service-dir`) that reads the version's pages from the service's page image (a pread and a CRC check per page) and no request (a page the image lacks: a pread of the service's verified file and a CRC).\n\n" +
 		"Cases: `seed-join` is the seed article's query; `point-lookups` looks up random sentence ids one at a time (the same ids on every path of a run), timed as a whole; " +
 		"`point-lookup-each` is the latency of each of those lookups (the first ones pay for the b-tree's upper pages); `aggregate` scans the sentences table. " +
 		"In the case tables an operation is one run of a query as a whole (one lookup in `point-lookup-each`), so ops/s is runs (lookups) per second.\n\n")

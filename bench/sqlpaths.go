@@ -397,7 +397,7 @@ type tierSplit struct {
 	svcDisk    int64 // the service, from a file on its disk
 	svcPartial int64 // the service, from a file still downloading
 	svcStore   int64 // the service, read through from the store
-	image      int64 // the service's page image on this host, mapped by the client
+	image      int64 // the service's page image on this host, read by the client
 	local      int64 // the service's files on this host, read by the client (LocalDir)
 	store      int64 // the store, read by the client itself
 	hedged     int64

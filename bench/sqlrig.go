@@ -82,7 +82,7 @@ func (rig *sqlRig) close(r *Runner) {
 }
 
 // sameHostAbout describes the same-host path of the suites on a rig.
-const sameHostAbout = "the warm service on this host and a client without a memory tier that reads the version's pages from the service's page image (mapped, a CRC per page, no request), and what the image lacks from the service's verified files (`chunkd sql --service-dir`)"
+const sameHostAbout = "the warm service on this host and a client without a memory tier that reads the version's pages from the service's page image (a pread and a CRC per page, no request), and what the image lacks from the service's verified files (`chunkd sql --service-dir`)"
 
 // openPaths opens the local path and the warm service's paths (with and
 // without a memory tier, described by the abouts given, keyed by path

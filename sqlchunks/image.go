@@ -7,8 +7,8 @@ import (
 	"github.com/chunkd/chunkd/addr"
 )
 
-// PageImage is a version's pages mapped from a same-host cache service's
-// page image (client.Image is one): a page read from it costs a copy and
+// PageImage is a version's pages read from a same-host cache service's
+// page image (client.Image is one): a page read from it costs a pread and
 // a CRC, no request. The service fills it in the background; a page it
 // does not hold yet is read through the ChunkReader (which, on the same
 // host, reads the service's cached table files directly).
@@ -16,7 +16,7 @@ type PageImage interface {
 	// Read copies slot i (page i+1) into p if the image holds it, checked,
 	// and reports whether it did.
 	Read(i int, p []byte) bool
-	// Close releases the mapping.
+	// Close releases the image's files.
 	Close() error
 }
 
