@@ -152,8 +152,12 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 	}
 	if p.img != nil {
 		lo := 0 // the pages before lo are read
-		for lo < len(bs) && p.img.Read(int(first-1)+lo, bs[lo]) {
-			lo++
+		if rr, ok := p.img.(rangeImage); ok {
+			lo = rr.ReadRange(int(first-1), bs)
+		} else {
+			for lo < len(bs) && p.img.Read(int(first-1)+lo, bs[lo]) {
+				lo++
+			}
 		}
 		if lo == len(bs) {
 			return nil
