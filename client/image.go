@@ -43,13 +43,18 @@ type Image struct {
 	name     string
 	slotSize int
 	addrs    []addr.Addr
-	// data is the .img file, read with pread: the first touch of a page of
-	// a fresh mapping costs a page fault, 4 to 10 times a pread of 4 KiB on
-	// the machine of docs/benchmarks.md, and a new process's reads are
-	// mostly first touches. The open file stays readable after the
-	// service removes it.
+	// data is the .img file, open (it stays readable after the service
+	// removes it) and mapped read-only (mapped). A slot's first read in
+	// this process is a pread, its later ones a copy from the mapping
+	// (read marks the slots read once): the first touch of a page of a
+	// mapping is a page fault, 4 to 10 times a 4 KiB pread on the machine
+	// of docs/benchmarks.md, so a new process, whose reads are mostly
+	// first ones, preads; a long-running one, which reads its hot pages
+	// again and again, copies them from memory after one fault each.
 	data    *os.File
-	entries []byte // the .slots file, mapped read-only
+	mapped  []byte
+	read    []atomic.Uint32 // a bit per slot: read once already
+	entries []byte          // the .slots file, mapped read-only
 	// repairing is set while a repair fill runs.
 	repairing atomic.Bool
 }
@@ -89,10 +94,16 @@ func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr)
 	if im.data, err = openSized(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Data)), int64(slotSize)*int64(len(addrs))); err != nil {
 		return nil, fmt.Errorf("client: page image: %w", err)
 	}
+	if im.mapped, err = syscall.Mmap(int(im.data.Fd()), 0, slotSize*len(addrs), syscall.PROT_READ, syscall.MAP_SHARED); err != nil {
+		im.data.Close()
+		return nil, fmt.Errorf("client: page image: map %s: %w", info.Data, err)
+	}
 	if im.entries, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Entries)), 8*int64(len(addrs))); err != nil {
+		syscall.Munmap(im.mapped)
 		im.data.Close()
 		return nil, fmt.Errorf("client: page image: %w", err)
 	}
+	im.read = make([]atomic.Uint32, (len(addrs)+31)/32)
 	return im, nil
 }
 
@@ -145,7 +156,13 @@ func (im *Image) Read(i int, p []byte) (ok bool) {
 	if e&api.ImageSlotFilled == 0 {
 		return false
 	}
-	n, _ := im.data.ReadAt(p[:im.slotSize], int64(i)*int64(im.slotSize)) // short: cut short under us
+	var n int
+	if bit := uint32(1) << (i % 32); im.read[i/32].Load()&bit != 0 {
+		n = copy(p[:im.slotSize], im.mapped[i*im.slotSize:(i+1)*im.slotSize]) // a fault if cut short: caught
+	} else {
+		n, _ = im.data.ReadAt(p[:im.slotSize], int64(i)*int64(im.slotSize)) // short: cut short under us
+		im.read[i/32].Or(bit)
+	}
 	if n != im.slotSize || crc32.Checksum(p[:n], castagnoli) != uint32(e) {
 		im.c.ctr.imageBad.Add(1)
 		im.repair(i)
@@ -251,8 +268,10 @@ func (im *Image) Fill(ctx context.Context, slots []int, fn func(slot int, data [
 // Close unmaps the image. Reads must have ended.
 func (im *Image) Close() error {
 	err := im.data.Close()
-	if e := syscall.Munmap(im.entries); err == nil {
-		err = e
+	for _, m := range [][]byte{im.mapped, im.entries} {
+		if e := syscall.Munmap(m); err == nil {
+			err = e
+		}
 	}
 	return err
 }
