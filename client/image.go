@@ -12,7 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sync"
+
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"golang.org/x/sys/unix"
 )
 
 // Image is a page image of a cache service on this host (api.PatternImages
@@ -173,10 +174,12 @@ func (im *Image) Read(i int, p []byte) (ok bool) {
 }
 
 // ReadRange reads slots first, first+1, ... into ps (slotSize bytes each)
-// with one pread, as Read does one slot, and returns how many leading
+// with one preadv, as Read does one slot, and returns how many leading
 // slots it read: it stops at the first slot not filled, cut short or
-// failing its CRC (which is then filled again, as by Read). A run of
-// slots costs one system call where Read costs one a slot.
+// failing its CRC (which is then filled again, as by Read); the buffers
+// from there on may hold unchecked bytes, for the caller to read again
+// elsewhere. A run of slots costs one system call where Read costs one a
+// slot.
 func (im *Image) ReadRange(first int, ps [][]byte) (n int) {
 	defer func() {
 		if recover() != nil {
@@ -191,31 +194,24 @@ func (im *Image) ReadRange(first int, ps [][]byte) (n int) {
 	if count == 0 {
 		return 0
 	}
-	bp := rangeBufs.Get().(*[]byte)
-	defer rangeBufs.Put(bp)
-	if cap(*bp) < count*im.slotSize {
-		*bp = make([]byte, count*im.slotSize)
+	iovs := make([][]byte, count)
+	for k := range iovs {
+		iovs[k] = ps[k][:im.slotSize]
 	}
-	buf := (*bp)[:count*im.slotSize]
-	got, _ := im.data.ReadAt(buf, int64(first)*int64(im.slotSize)) // short: cut short under us
+	got, _ := unix.Preadv(int(im.data.Fd()), iovs, int64(first)*int64(im.slotSize)) // short: cut short under us
 	for n < count {
 		i := first + n
 		e := atomic.LoadUint64((*uint64)(unsafe.Pointer(&im.entries[8*i])))
-		slot := buf[n*im.slotSize : (n+1)*im.slotSize]
-		if (n+1)*im.slotSize > got || crc32.Checksum(slot, castagnoli) != uint32(e) {
+		if (n+1)*im.slotSize > got || crc32.Checksum(iovs[n], castagnoli) != uint32(e) {
 			im.c.ctr.imageBad.Add(1)
 			im.repair(i)
 			break
 		}
-		copy(ps[n][:im.slotSize], slot)
 		n++
 	}
 	im.c.ctr.imageReads.Add(int64(n))
 	return n
 }
-
-// rangeBufs holds ReadRange's buffers.
-var rangeBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // Filled counts the slots the service has filled.
 func (im *Image) Filled() int {

@@ -102,12 +102,7 @@ func isStoreFailure(err error) bool {
 // refreshShared reads the manifest again unless it is fresh, once for all
 // concurrent callers; a caller whose ctx ends stops waiting.
 func (d *database) refreshShared(ctx context.Context) error {
-	ch := d.refreshes.DoChan("", func() (any, error) {
-		if d.fresh() {
-			return nil, nil
-		}
-		return nil, d.refresh(d.env.ctx)
-	})
+	ch := d.refreshOlder(d.env.cfg.ManifestTTL)
 	select {
 	case r := <-ch:
 		return r.Err
@@ -125,22 +120,27 @@ func (d *database) rootWatched() bool {
 // refreshAhead re-checks the manifest once it is half its TTL old,
 // shared with the refreshes of misses and root requests.
 func (d *database) refreshAhead() error {
-	_, err, _ := d.refreshes.Do("", func() (any, error) {
-		d.mu.RLock()
-		young := !d.loadedAt.IsZero() && time.Since(d.loadedAt) < d.env.cfg.ManifestTTL/2
-		d.mu.RUnlock()
-		if young {
+	return (<-d.refreshOlder(d.env.cfg.ManifestTTL / 2)).Err
+}
+
+// refreshOlder reads the manifest again unless it was read within age,
+// once for all concurrent callers (of any age).
+func (d *database) refreshOlder(age time.Duration) <-chan singleflight.Result {
+	return d.refreshes.DoChan("", func() (any, error) {
+		if d.youngerThan(age) {
 			return nil, nil
 		}
 		return nil, d.refresh(d.env.ctx)
 	})
-	return err
 }
 
-func (d *database) fresh() bool {
+func (d *database) fresh() bool { return d.youngerThan(d.env.cfg.ManifestTTL) }
+
+// youngerThan reports whether the manifest was read within age.
+func (d *database) youngerThan(age time.Duration) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return !d.loadedAt.IsZero() && time.Since(d.loadedAt) < d.env.cfg.ManifestTTL
+	return !d.loadedAt.IsZero() && time.Since(d.loadedAt) < age
 }
 
 // refresh reads the manifest again and opens the indexes of any files it
