@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-
 	"sync/atomic"
 	"syscall"
 	"time"
