@@ -263,3 +263,32 @@ func TestProcIO(t *testing.T) {
 		t.Errorf("syscr did not grow: %d then %d", a.Syscr, b.Syscr)
 	}
 }
+
+func TestCheckPaths(t *testing.T) {
+	for _, tc := range []struct {
+		suite string
+		cfg   Config
+		err   string
+	}{
+		{"title5", Config{}, ""},
+		{"title5", Config{Paths: []string{pathSameHost}}, ""},
+		{"sysbench", Config{Paths: []string{pathService, pathServiceMem}}, ""},
+		{"title5", Config{Paths: []string{"nope"}}, `no path "nope"`},
+		{"sql", Config{Paths: []string{pathService}}, "only sysbench and title5"},
+		{"title5", Config{Paths: []string{pathStoreDirect}}, "only with --store-direct"},
+		{"title5", Config{Paths: []string{pathStoreDirect}, StoreDirect: true}, ""},
+	} {
+		err := checkPaths(tc.suite, tc.cfg)
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s %v: got %v, want %q", tc.suite, tc.cfg.Paths, err, tc.err)
+		}
+	}
+	all := []*sqlPathDB{{name: pathLocal}, {name: pathService}, {name: pathServiceMem}, {name: pathSameHost}}
+	var got []string
+	for _, p := range onlyPaths(all, []string{pathSameHost, pathService}) {
+		got = append(got, p.name)
+	}
+	if want := []string{pathLocal, pathService, pathSameHost}; !slices.Equal(got, want) {
+		t.Errorf("onlyPaths: %v, want %v", got, want)
+	}
+}

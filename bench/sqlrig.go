@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,6 +100,9 @@ func (rig *sqlRig) openPaths(ctx context.Context, r *Runner, o *sqlitevfs.Option
 	if cfg.StoreDirect {
 		rig.paths = append(rig.paths, &sqlPathDB{name: pathStoreDirect, about: fmt.Sprintf("no service: a client without a memory tier reading the store itself, every request paying the emulated round trip (%s)", cfg.rtt())})
 	}
+	if len(cfg.Paths) > 0 {
+		rig.paths = onlyPaths(rig.paths, cfg.Paths)
+	}
 	for _, p := range rig.paths {
 		var err error
 		switch p.name {
@@ -121,6 +125,42 @@ func (rig *sqlRig) openPaths(ctx context.Context, r *Runner, o *sqlitevfs.Option
 		}
 	}
 	return nil
+}
+
+// threadPaths are the paths of the suites that measure thread counts
+// (sysbench, title5) besides the local file, in their order.
+var threadPaths = []string{pathService, pathServiceMem, pathSameHost, pathStoreDirect}
+
+// checkPaths refuses Config.Paths that name no path of a thread-count
+// suite, or that are given to another suite, before any data set is made.
+func checkPaths(suite string, cfg Config) error {
+	if len(cfg.Paths) == 0 {
+		return nil
+	}
+	if suite != "sysbench" && suite != "title5" {
+		return fmt.Errorf("--paths: only sysbench and title5 choose paths, not %s", suite)
+	}
+	for _, n := range cfg.Paths {
+		if !slices.Contains(threadPaths, n) {
+			return fmt.Errorf("--paths: no path %q (have: %s)", n, strings.Join(threadPaths, ", "))
+		}
+		if n == pathStoreDirect && !cfg.StoreDirect {
+			return fmt.Errorf("--paths: %s is measured only with --store-direct", n)
+		}
+	}
+	return nil
+}
+
+// onlyPaths keeps the local path and those named (checkPaths checked the
+// names), in the suite's order.
+func onlyPaths(paths []*sqlPathDB, names []string) []*sqlPathDB {
+	var kept []*sqlPathDB
+	for _, p := range paths {
+		if p.name == pathLocal || slices.Contains(names, p.name) {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
 
 // setEnv records the data set (what made it: dataset), the store and the

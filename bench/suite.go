@@ -160,6 +160,9 @@ type Config struct {
 	// client reading the store itself, with the emulated round trip, and no
 	// service. (The sql suite always measures it.)
 	StoreDirect bool
+	// Paths, when set, limits sysbench and title5 to these paths (the
+	// local file, the baseline, is always measured).
+	Paths []string
 
 	FileSize  int64  // disk: size of the test file
 	Fio       bool   // disk: run fio instead of the built-in reader, if it is installed
@@ -236,6 +239,9 @@ func Run(ctx context.Context, name string, cfg Config) (*Report, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
+	}
+	if err := checkPaths(name, cfg); err != nil {
+		return nil, err
 	}
 	if cfg.CommandLine == nil {
 		cfg.CommandLine = os.Args

@@ -100,6 +100,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.Var(&cgroupMem, "cgroup-mem", "bigdata: the service's cgroup memory limit (default: 2 × mem + 64MiB)")
 	noCgroup := fs.Bool("no-cgroup", false, "bigdata: do not put the service under a cgroup memory limit")
 	binary := fs.String("binary", "", "the chunkd binary to run the service with (default: this one)")
+	paths := fs.String("paths", "", "sysbench, title5: measure only these paths beside the local file, e.g. service-same-host (default: all)")
 
 	// The suite may come first (chunkd bench chunks --out DIR) or last.
 	var suite string
@@ -147,13 +148,17 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	} else if abs, err := filepath.Abs(*binary); err == nil {
 		*binary = abs
 	}
+	var onlyPaths []string
+	if *paths != "" {
+		onlyPaths = strings.Split(*paths, ",")
+	}
 	cfg := bench.Config{
 		Out: *out, Scale: sc, Runs: *runs,
 		Warmup: *warmup, Duration: *duration, Count: *count,
 		Clients: clients, Sizes: sizes,
 		CacheDir: *cacheDir, RTT: *rtt, Bandwidth: int64(bandwidth), API: *apiName, Fsync: *fsync, Keep: *keep,
-		StoreDirect: *storeDirect,
-		FileSize:    int64(fileSize), Fio: *fio,
+		StoreDirect: *storeDirect, Paths: onlyPaths,
+		FileSize: int64(fileSize), Fio: *fio,
 		DataBytes: int64(data), MemBytes: int64(mem), CgroupMem: int64(cgroupMem), NoCgroup: *noCgroup,
 		Binary: *binary, Log: c.stderr,
 	}
