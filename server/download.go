@@ -178,7 +178,8 @@ func (t *table) fetch(dl *download) (lc *localCopy, err error) {
 	if err := t.stream(dl, f); err != nil {
 		return nil, err
 	}
-	sums, err := verifyDownload(e.ctx, f, t)
+	var sums *tablefile.Sums
+	inBackground(func() { sums, err = verifyDownload(e.ctx, f, t) })
 	if err != nil {
 		return nil, err
 	}

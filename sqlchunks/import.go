@@ -267,7 +267,7 @@ func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *Impo
 	tmp.Close()
 	os.Remove(tmp.Name())
 	if o.Appendix {
-		spec, size, err := writeAppendix(ctx, mdb, src, v.rootAddr, v.rootData, maps, o)
+		spec, size, err := writeAppendix(ctx, mdb, src, v.rootAddr, v.rootData, maps, interior, o)
 		if err != nil {
 			return nil, err
 		}
@@ -503,8 +503,12 @@ func putTable(ctx context.Context, mdb *manifest.DB, name string, data []byte) e
 }
 
 // writeAppendix writes the appendix file: the root, the page map from the
-// top, and the pages in page order.
-func writeAppendix(ctx context.Context, mdb *manifest.DB, src *source, rootAddr addr.Addr, rootData []byte, maps []mapChunk, o *ImportOptions) (manifest.Spec, int64, error) {
+// top, the open set's pages (page 1 and the interior pages the root
+// lists), then every other page in page order. A service that has just
+// started reads a version's whole open set (OpenSet) from the file's first
+// bytes, in one ranged read of the store or from the first megabytes of
+// its download, rather than an interior page at a time from all over it.
+func writeAppendix(ctx context.Context, mdb *manifest.DB, src *source, rootAddr addr.Addr, rootData []byte, maps []mapChunk, interior []int64, o *ImportOptions) (manifest.Spec, int64, error) {
 	f, err := os.CreateTemp("", "chunkd-import-*.appendix")
 	if err != nil {
 		return manifest.Spec{}, 0, err
@@ -518,6 +522,17 @@ func writeAppendix(ctx context.Context, mdb *manifest.DB, src *source, rootAddr 
 	for _, mc := range maps {
 		if err := w.AddWithAddr(mc.addr, mc.data); err != nil {
 			return manifest.Spec{}, 0, err
+		}
+	}
+	if src.pages > 0 {
+		page := make([]byte, src.pageSize)
+		for _, n := range append([]int64{1}, interior...) {
+			if _, err := src.f.ReadAt(page, (n-1)*int64(src.pageSize)); err != nil {
+				return manifest.Spec{}, 0, fmt.Errorf("read snapshot page %d: %w", n, err)
+			}
+			if err := w.AddWithAddr(addr.Of(page), page); err != nil { // page 1 twice: the writer skips it
+				return manifest.Spec{}, 0, err
+			}
 		}
 	}
 	// The pages are read and hashed again, rather than kept from the first

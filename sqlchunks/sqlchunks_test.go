@@ -670,6 +670,10 @@ func TestAppendix(t *testing.T) {
 	ctx := context.Background()
 	s := newFolder(t)
 	path := genDB(t, 6)
+	// A table made last: its root page, an interior page once it holds a
+	// few pages of rows, lies after the other tables' leaves.
+	execAll(t, path, `CREATE TABLE late(id INTEGER PRIMARY KEY, t TEXT)`,
+		`WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 3000) INSERT INTO late SELECT x, printf('%0100d', x) FROM c`)
 	r1 := importFile(t, s, path, ImportOptions{DB: "app", Appendix: true})
 	v1 := copyFile(t, path, "v1.sqlite")
 	execAll(t, path, `UPDATE sentences SET Text = 'x' WHERE SentenceId = 5`)
@@ -721,6 +725,40 @@ func TestAppendix(t *testing.T) {
 		}
 	}
 	sameResults(t, "appendix", plainDB(t, path), db, queries[:2])
+	// The version's open set (root, page map, page 1, interior pages)
+	// comes first in the file, so a service just started reads it in one
+	// range.
+	set, err := OpenSet(ctx, c, r2.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSet := map[addr.Addr]bool{}
+	for _, data := range set {
+		inSet[addr.Of(data)] = true
+	}
+	entries := tf.Entries() // in file order
+	// In page order the open set would not come first: some page outside
+	// it comes before an interior page.
+	interleaved := false
+	for n := int64(2); n <= p.PageCount() && !interleaved; n++ {
+		a, _ := p.PageAddr(n)
+		if !inSet[a] {
+			for m := n + 1; m <= p.PageCount(); m++ {
+				if b, _ := p.PageAddr(m); inSet[b] {
+					interleaved = true
+					break
+				}
+			}
+		}
+	}
+	if !interleaved {
+		t.Fatalf("open set of %d chunks: want a version whose interior pages lie between others in page order", len(inSet))
+	}
+	for i, e := range entries[:len(inSet)] {
+		if !inSet[e.Addr] {
+			t.Fatalf("appendix chunk %d (offset %d) is not in the open set: the open set is not first", i, e.Offset)
+		}
+	}
 }
 
 // rewriteCorrupt rewrites the table file holding chunk bad so that it
