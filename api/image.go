@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -87,7 +88,19 @@ func ImageFillPath(db, name string) string { return ImagesPath(db) + "/" + name 
 // not the chunks' SHA-512: a name is computed for every open, over about
 // 1 MiB for a 200 MiB database, and most x86-64 and arm64 CPUs have instructions for SHA-256).
 func ImageName(slotSize int, addrs []addr.Addr) string {
-	return ImageRequestName(EncodeImageRequest(slotSize, addrs))
+	// Hashed in place, as EncodeImageRequest would lay them out, without
+	// the copy: an address is 20 bytes, so a slice of them is the
+	// addresses back to back.
+	h := sha256.New()
+	var size [4]byte
+	binary.BigEndian.PutUint32(size[:], uint32(slotSize))
+	h.Write(size[:])
+	if len(addrs) > 0 {
+		h.Write(unsafe.Slice(&addrs[0][0], len(addrs)*addr.Size))
+	}
+	var a addr.Addr
+	copy(a[:], h.Sum(nil))
+	return a.String()
 }
 
 // ImageRequestName is ImageName of an encoded registration.

@@ -76,13 +76,12 @@ func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr)
 	if !ok || c.opts.LocalDir == "" {
 		return nil, ErrNoImage
 	}
-	body := api.EncodeImageRequest(slotSize, addrs)
-	name := api.ImageRequestName(body)
+	name := api.ImageName(slotSize, addrs)
 	c.ctr.svcRequests.Add(1)
 	info, err := h.imageInfo(ctx, name)
 	if errors.Is(err, ErrImageGone) { // not registered yet, or evicted
 		c.ctr.svcRequests.Add(1)
-		info, err = h.registerImage(ctx, body)
+		info, err = h.registerImage(ctx, api.EncodeImageRequest(slotSize, addrs))
 	}
 	if err != nil {
 		return nil, err

@@ -51,6 +51,7 @@ type database struct {
 	m *manifest.Manifest // the manifest last published (mu); nil while served from saved state
 
 	served tierCounter // chunks served from it, by tier (view.go)
+	sets   openSets    // its versions' open sets (openset.go)
 
 	stateMu sync.Mutex
 	saved   []byte // the state last saved (saveState)

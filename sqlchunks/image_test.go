@@ -208,6 +208,17 @@ func TestPageImageMissing(t *testing.T) {
 	h := startSameHost(t, s, 4096)          // an image of more than one page does not fit
 	few := []string{queries[0], queries[5]} // reads through the service, page by page
 	c, d := h.open(t, "img")
+	// Without an image, page 1 and the interior pages come from the open
+	// set, as they do for any client of a service: a point lookup costs
+	// one request, its leaf.
+	before := c.Stats()
+	var text string
+	if err := d.QueryRow(`SELECT Text FROM sentences WHERE SentenceId = 4242`).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats().Sub(before); st.Service.Requests != 1 {
+		t.Fatalf("image over budget: a point lookup made %d requests, want 1 (the leaf): %v", st.Service.Requests, st)
+	}
 	sameResults(t, "image over budget", plain, d, few)
 	if st := c.Stats(); st.ImageReads+st.ImageFills != 0 || st.Service.Chunks == 0 {
 		t.Fatalf("image over budget: %v", st)

@@ -18,9 +18,7 @@ func OpenVersion(ctx context.Context, c ChunkReader, root addr.Addr, o *sqlitevf
 	if err != nil {
 		return nil, err
 	}
-	if ok {
-		p.attachImage(ctx)
-	} else {
+	if !ok {
 		if root.IsEmpty() {
 			if root, err = Head(ctx, c); err != nil {
 				return nil, err

@@ -24,8 +24,10 @@ type Pages struct {
 	// img, when the reader gives one (WithImages), is read first; pages
 	// it lacks are read through c.
 	img PageImage
+	// interior are the interior pages the root lists.
+	interior []int64
 	// preloaded are pages read at open (page 1 and the interior pages
-	// the root lists: openPages), never changed.
+	// the root lists: preload), never changed.
 	preloaded map[int64][]byte
 }
 

@@ -1,0 +1,45 @@
+package server
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/internal/testdb"
+)
+
+// A version's open set is computed once and kept (for the last
+// keptOpenSets versions asked for).
+func TestOpenSetsKept(t *testing.T) {
+	var calls atomic.Int32
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) ([][]byte, error) {
+		calls.Add(1)
+		data, err := src.Get(ctx, root)
+		return [][]byte{data}, err
+	}})
+	ctx := context.Background()
+	addrs := f.db.All()
+	open := func(i int) {
+		t.Helper()
+		root, set, err := f.cache.OpenSet(ctx, "db1", addrs[i], false)
+		if err != nil || root != addrs[i] || len(set) != 1 || addr.Of(set[0]) != addrs[i] {
+			t.Fatalf("open set of %s: root %s, %d chunks, %v", addrs[i], root, len(set), err)
+		}
+	}
+	for i := 0; i <= keptOpenSets; i++ {
+		open(i)
+		open(i) // from what was kept
+	}
+	if got := calls.Load(); got != keptOpenSets+1 {
+		t.Fatalf("%d open sets computed for %d versions asked twice each", got, keptOpenSets+1)
+	}
+	open(keptOpenSets) // still kept
+	if got := calls.Load(); got != keptOpenSets+1 {
+		t.Fatalf("the newest version's open set was computed again (%d)", got)
+	}
+	open(0) // the oldest was dropped to keep keptOpenSets
+	if got := calls.Load(); got != keptOpenSets+2 {
+		t.Fatalf("the oldest version's open set was not computed again (%d)", got)
+	}
+}
