@@ -141,7 +141,19 @@ func TestPageImage(t *testing.T) {
 	if regs == 0 || h.registrations.Load() != regs {
 		t.Fatalf("image registrations: %d by the first process, %d by the second", regs, h.registrations.Load()-regs)
 	}
+	// Its first point lookup walks down page 1 and interior pages read
+	// from the image, which start no read-ahead run: it reads the pages
+	// on its way down and the leaf (4 here), no batch (7 when the
+	// interior pages started one).
 	before := c2.Stats()
+	var text string
+	if err := d2.QueryRow(`SELECT Text FROM sentences WHERE SentenceId = 4242`).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	if st := c2.Stats().Sub(before); st.ImageReads == 0 || st.ImageReads > 4 {
+		t.Fatalf("second process: a point lookup read %d pages of the image, want the few on its way down: %v", st.ImageReads, st)
+	}
+	before = c2.Stats()
 	sameResults(t, "second process", plain, d2, queries)
 	lap("second process")
 	st := c2.Stats().Sub(before)

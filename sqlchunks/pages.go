@@ -3,6 +3,7 @@ package sqlchunks
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -111,10 +112,19 @@ func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
 }
 
 // Preloaded implements sqlitevfs.Preloader: page 1 and the interior
-// pages of a version opened from its open set are held in memory.
+// pages of a version opened from its open set are held in memory, or,
+// with a page image, read from it as cheaply; either way a read of one
+// starts no read-ahead run.
 func (p *Pages) Preloaded(n int64) bool {
-	_, ok := p.preloaded[n]
-	return ok
+	if p.preloaded != nil {
+		_, ok := p.preloaded[n]
+		return ok
+	}
+	if p.img == nil {
+		return false
+	}
+	_, found := slices.BinarySearch(p.interior, n) // ascending, as the root lists them
+	return n == 1 || found
 }
 
 // ReadPage implements sqlitevfs.Pages: from the page image when it holds
