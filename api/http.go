@@ -196,22 +196,31 @@ type RootInfo struct {
 // (sqlchunks.OpenSet): the chunks a fresh reader needs before SQLite can
 // find any row, as a frame stream in their order (Index from 0). Query:
 // root=ROOT (default: the current root), fresh=1 (with no root: checked
-// against the store's manifest first). The answer's HeaderRoot names the
-// version.
+// against the store's manifest first), pages=0 (the root chunk and page
+// map only, not page 1 and the interior pages: for a client that reads
+// pages from a page image). The answer's HeaderRoot names the version.
 const PatternOpenSet = "GET /v1/dbs/{db}/sqlite/open"
 
 // HeaderRoot is the header of an open set's answer naming its version.
 const HeaderRoot = "Chunkd-Root"
 
 // OpenSetPath returns the URL path of database db's open set for root
-// (zero: the current root; fresh asks for it checked first).
-func OpenSetPath(db string, root addr.Addr, fresh bool) string {
-	p := DBPath(db) + "/sqlite/open"
+// (zero: the current root; fresh asks for it checked first), with its
+// pages or without (PatternOpenSet).
+func OpenSetPath(db string, root addr.Addr, fresh, pages bool) string {
+	q := url.Values{}
 	switch {
 	case !root.IsEmpty():
-		return p + "?root=" + root.String()
+		q.Set("root", root.String())
 	case fresh:
-		return p + "?fresh=1"
+		q.Set("fresh", "1")
 	}
-	return p
+	if !pages {
+		q.Set("pages", "0")
+	}
+	p := DBPath(db) + "/sqlite/open"
+	if len(q) == 0 {
+		return p
+	}
+	return p + "?" + q.Encode()
 }

@@ -22,6 +22,20 @@ func TestPaths(t *testing.T) {
 	if got, want := DBPath("d"), "/v1/dbs/d"; got != want {
 		t.Fatalf("DBPath: got %q, want %q", got, want)
 	}
+	for _, tc := range []struct {
+		root         addr.Addr
+		fresh, pages bool
+		want         string
+	}{
+		{addr.Addr{}, false, true, "/v1/dbs/d/sqlite/open"},
+		{addr.Addr{}, true, true, "/v1/dbs/d/sqlite/open?fresh=1"},
+		{addr.Addr{}, true, false, "/v1/dbs/d/sqlite/open?fresh=1&pages=0"},
+		{a, true, false, "/v1/dbs/d/sqlite/open?pages=0&root=" + a.String()}, // a root needs no freshness
+	} {
+		if got := OpenSetPath("d", tc.root, tc.fresh, tc.pages); got != tc.want {
+			t.Errorf("OpenSetPath(%v, fresh %v, pages %v): got %q, want %q", tc.root, tc.fresh, tc.pages, got, tc.want)
+		}
+	}
 }
 
 // TestPatterns checks that the route patterns match the paths the helpers

@@ -12,12 +12,13 @@ import (
 
 // ReadOpenSet asks the cache service (over HTTP) for the open set of a
 // chunkd SQLite version (api.PatternOpenSet; the zero root: the current
-// one, checked first with Options.FreshRoot), in one request, and returns
+// one, checked first with Options.FreshRoot; without page 1 and the
+// interior pages unless pages), in one request, and returns
 // the version's root and the set's chunks in order. The chunks are not
 // checked here: the caller (sqlchunks) checks each against the address it
 // expects as it opens the version from them. It makes the client a
 // sqlchunks.SetReader.
-func (c *Client) ReadOpenSet(ctx context.Context, root addr.Addr) (addr.Addr, [][]byte, error) {
+func (c *Client) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
 	h, ok := c.svc.(*httpService)
 	if !ok || !c.backoff.allow() {
 		return addr.Addr{}, nil, fmt.Errorf("client: no HTTP cache service to ask for an open set")
@@ -25,7 +26,7 @@ func (c *Client) ReadOpenSet(ctx context.Context, root addr.Addr) (addr.Addr, []
 	start := time.Now()
 	defer func() { c.ctr.svcTime.Add(int64(time.Since(start))) }()
 	c.ctr.svcRequests.Add(1)
-	req, err := h.newRequest(ctx, http.MethodGet, api.OpenSetPath(h.db, root, root.IsEmpty() && c.opts.FreshRoot), nil)
+	req, err := h.newRequest(ctx, http.MethodGet, api.OpenSetPath(h.db, root, root.IsEmpty() && c.opts.FreshRoot, pages), nil)
 	if err != nil {
 		return addr.Addr{}, nil, err
 	}

@@ -239,8 +239,9 @@ func (h *httpAPI) root(w http.ResponseWriter, r *http.Request) {
 
 // openSet answers a chunkd SQLite version's open set (api.PatternOpenSet).
 func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
 	var root addr.Addr
-	if v := r.URL.Query().Get("root"); v != "" {
+	if v := q.Get("root"); v != "" {
 		var err error
 		if root, err = addr.Parse(v); err != nil {
 			writeErr(w, errorf(KindBadRequest, err, "bad root"))
@@ -248,7 +249,7 @@ func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	db := r.PathValue("db")
-	root, chunks, err := h.c.OpenSet(r.Context(), db, root, r.URL.Query().Get("fresh") == "1")
+	root, chunks, err := h.c.OpenSet(r.Context(), db, root, q.Get("fresh") == "1", q.Get("pages") != "0")
 	if err != nil {
 		writeErr(w, err)
 		return

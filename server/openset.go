@@ -19,8 +19,10 @@ type ChunkSource interface {
 	DB() string
 }
 
-// OpenSetFunc computes a version's open set (sqlchunks.OpenSet).
-type OpenSetFunc func(ctx context.Context, src ChunkSource, root addr.Addr) ([][]byte, error)
+// OpenSetFunc computes a version's open set (sqlchunks.OpenSet): its
+// chunks, of which those from pagesFrom on are pages (page 1 and the
+// interior pages), the others the root chunk and the page map.
+type OpenSetFunc func(ctx context.Context, src ChunkSource, root addr.Addr) (set [][]byte, pagesFrom int, err error)
 
 // cacheReader is the ChunkSource of one database.
 type cacheReader struct {
@@ -70,10 +72,11 @@ func (r cacheReader) Root(ctx context.Context) (addr.Addr, error) {
 }
 
 // OpenSet returns the open set of version root of database db, a chunkd
-// SQLite database (Config.OpenSet, sqlchunks.OpenSet): the zero root means
-// the current one (checked against the store's manifest first with
-// fresh), which it returns.
-func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh bool) (addr.Addr, [][]byte, error) {
+// SQLite database (Config.OpenSet, sqlchunks.OpenSet), without its pages
+// unless pages (api.PatternOpenSet): the zero root means the current one
+// (checked against the store's manifest first with fresh), which it
+// returns.
+func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh, pages bool) (addr.Addr, [][]byte, error) {
 	if c.cfg.OpenSet == nil {
 		return addr.Addr{}, nil, errorf(KindNotServed, nil, "this service computes no SQLite open sets (Config.OpenSet)")
 	}
@@ -90,18 +93,31 @@ func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh bo
 	if err != nil {
 		return addr.Addr{}, nil, err
 	}
-	if chunks, ok := d.sets.get(root); ok {
-		return root, chunks, nil
-	}
-	chunks, err := c.cfg.OpenSet(ctx, cacheReader{c, db}, root)
-	if err != nil {
-		if kindOf(err) == KindInternal {
-			err = errorf(KindBadRequest, err, "database %q, version %s: not a chunkd SQLite version", db, root)
+	set, ok := d.sets.get(root)
+	if !ok {
+		chunks, pagesFrom, err := c.cfg.OpenSet(ctx, cacheReader{c, db}, root)
+		if err != nil {
+			if kindOf(err) == KindInternal {
+				err = errorf(KindBadRequest, err, "database %q, version %s: not a chunkd SQLite version", db, root)
+			}
+			return addr.Addr{}, nil, err
 		}
-		return addr.Addr{}, nil, err
+		if pagesFrom < 0 || pagesFrom > len(chunks) {
+			return addr.Addr{}, nil, fmt.Errorf("database %q, version %s: open set of %d chunks whose pages start at %d", db, root, len(chunks), pagesFrom)
+		}
+		set = openSet{chunks, pagesFrom}
+		d.sets.put(root, set)
 	}
-	d.sets.put(root, chunks)
-	return root, chunks, nil
+	if !pages {
+		return root, set.chunks[:set.pagesFrom], nil
+	}
+	return root, set.chunks, nil
+}
+
+// openSet is a version's open set: its chunks, pages from pagesFrom on.
+type openSet struct {
+	chunks    [][]byte
+	pagesFrom int
 }
 
 // keptOpenSets is how many versions' open sets a database keeps.
@@ -115,24 +131,24 @@ const keptOpenSets = 4
 type openSets struct {
 	mu    sync.Mutex
 	roots []addr.Addr // oldest first
-	sets  map[addr.Addr][][]byte
+	sets  map[addr.Addr]openSet
 }
 
-func (s *openSets) get(root addr.Addr) ([][]byte, bool) {
+func (s *openSets) get(root addr.Addr) (openSet, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set, ok := s.sets[root]
 	return set, ok
 }
 
-func (s *openSets) put(root addr.Addr, set [][]byte) {
+func (s *openSets) put(root addr.Addr, set openSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sets[root]; ok {
 		return
 	}
 	if s.sets == nil {
-		s.sets = make(map[addr.Addr][][]byte)
+		s.sets = make(map[addr.Addr]openSet)
 	}
 	if len(s.roots) == keptOpenSets {
 		delete(s.sets, s.roots[0])

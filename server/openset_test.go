@@ -13,18 +13,21 @@ import (
 // keptOpenSets versions asked for).
 func TestOpenSetsKept(t *testing.T) {
 	var calls atomic.Int32
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) ([][]byte, error) {
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) ([][]byte, int, error) {
 		calls.Add(1)
 		data, err := src.Get(ctx, root)
-		return [][]byte{data}, err
+		return [][]byte{data, data}, 1, err // the root chunk "and a page"
 	}})
 	ctx := context.Background()
 	addrs := f.db.All()
 	open := func(i int) {
 		t.Helper()
-		root, set, err := f.cache.OpenSet(ctx, "db1", addrs[i], false)
-		if err != nil || root != addrs[i] || len(set) != 1 || addr.Of(set[0]) != addrs[i] {
-			t.Fatalf("open set of %s: root %s, %d chunks, %v", addrs[i], root, len(set), err)
+		for _, pages := range []bool{true, false} {
+			want := map[bool]int{true: 2, false: 1}[pages]
+			root, set, err := f.cache.OpenSet(ctx, "db1", addrs[i], false, pages)
+			if err != nil || root != addrs[i] || len(set) != want || addr.Of(set[0]) != addrs[i] {
+				t.Fatalf("open set of %s (pages %v): root %s, %d chunks (want %d), %v", addrs[i], pages, root, len(set), want, err)
+			}
 		}
 	}
 	for i := 0; i <= keptOpenSets; i++ {

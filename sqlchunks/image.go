@@ -58,9 +58,9 @@ func ImagesOf[I PageImage](open func(ctx context.Context, slotSize int, addrs []
 }
 
 // ReadOpenSet passes on the inner reader's open set, if it has one.
-func (ir imageReader) ReadOpenSet(ctx context.Context, root addr.Addr) (addr.Addr, [][]byte, error) {
+func (ir imageReader) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
 	if sr, ok := ir.ChunkReader.(SetReader); ok {
-		return sr.ReadOpenSet(ctx, root)
+		return sr.ReadOpenSet(ctx, root, pages)
 	}
 	return addr.Addr{}, nil, errNoSet
 }

@@ -131,7 +131,6 @@ func TestPageImage(t *testing.T) {
 	c1, d1 := h.open(t, "img")
 	sameResults(t, "first process", plain, d1, queries)
 	lap("first process")
-	_ = c1
 	waitImage(t, h.dir) // the service's background fill
 
 	// A fresh process on the warm service: every page from the image,
@@ -140,6 +139,20 @@ func TestPageImage(t *testing.T) {
 	c2, d2 := h.open(t, "img")
 	if regs == 0 || h.registrations.Load() != regs {
 		t.Fatalf("image registrations: %d by the first process, %d by the second", regs, h.registrations.Load()-regs)
+	}
+	// It asked for the open set without its pages (it reads them from
+	// the image): the root chunk and the page map only.
+	opened := c2.Stats().Service.Chunks
+	head, err := Head(context.Background(), c1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, pagesFrom, err := OpenSet(context.Background(), c1, head)
+	if err != nil || pagesFrom >= len(set) {
+		t.Fatalf("open set: %d chunks, pages from %d, %v", len(set), pagesFrom, err)
+	}
+	if opened != int64(pagesFrom) {
+		t.Fatalf("the open read %d chunks from the service, want the %d of the root chunk and page map", opened, pagesFrom)
 	}
 	// Its first point lookup walks down page 1 and interior pages read
 	// from the image, which start no read-ahead run: it reads the pages

@@ -23,21 +23,28 @@ import (
 type SetReader interface {
 	// ReadOpenSet returns the open set of version root (the zero root:
 	// the head's, whose root it returns) as a cache service computed it
-	// with OpenSet, in its order. The chunks are not checked: the caller
-	// checks each against the address it expects.
-	ReadOpenSet(ctx context.Context, root addr.Addr) (addr.Addr, [][]byte, error)
+	// with OpenSet, in its order; without pages, its first pagesFrom
+	// chunks only (the root chunk and the page map). The chunks are not
+	// checked: the caller checks each against the address it expects.
+	ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error)
 }
 
 // OpenSet reads version root through c as OpenVersion does, with the
 // pages the root lists as interior B-tree pages (and page 1) besides, and
 // returns every chunk it read in order: what a SetReader gives a fresh
-// reader in one answer.
-func OpenSet(ctx context.Context, c ChunkReader, root addr.Addr) ([][]byte, error) {
+// reader in one answer. The pages start at pagesFrom, after the root
+// chunk and the page map.
+func OpenSet(ctx context.Context, c ChunkReader, root addr.Addr) (set [][]byte, pagesFrom int, err error) {
 	rec := &recorder{ChunkReader: c}
-	if _, err := openPages(ctx, rec, root, true); err != nil {
-		return nil, err
+	p, err := openPages(ctx, rec, root, false)
+	if err != nil {
+		return nil, 0, err
 	}
-	return rec.chunks, nil
+	pagesFrom = len(rec.chunks)
+	if err := p.preload(ctx, rec); err != nil {
+		return nil, 0, err
+	}
+	return rec.chunks, pagesFrom, nil
 }
 
 // openPages reads the root chunk and page map of version root, and, with
@@ -98,7 +105,10 @@ func openFromSet(ctx context.Context, c ChunkReader, root addr.Addr) (p *Pages, 
 	if !isSet {
 		return nil, false, nil
 	}
-	head, chunks, err := sr.ReadOpenSet(ctx, root)
+	// With a page image, page 1 and the interior pages are read from it
+	// as any page is (a pread and a CRC): the set need not carry them.
+	_, images := c.(imageReader)
+	head, chunks, err := sr.ReadOpenSet(ctx, root, !images)
 	if err != nil {
 		return nil, false, nil
 	}
@@ -110,12 +120,16 @@ func openFromSet(ctx context.Context, c ChunkReader, root addr.Addr) (p *Pages, 
 		return nil, false, err
 	}
 	p.c = c
-	// With a page image, page 1 and the interior pages are read from it
-	// as any page is (a pread and a CRC), and the set's copies are left
-	// unchecked: proving them against their addresses would cost more.
 	p.attachImage(ctx)
 	if p.img == nil {
-		if err := p.preload(ctx, rp); err != nil {
+		// No image after all (none on this host, or over the service's
+		// budget): page 1 and the interior pages from the set, or, when
+		// it was asked for without them, in one request.
+		from := ChunkReader(rp)
+		if images {
+			from = c
+		}
+		if err := p.preload(ctx, from); err != nil {
 			if errors.Is(err, errReplay) {
 				return nil, false, nil
 			}

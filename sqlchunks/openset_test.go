@@ -78,9 +78,9 @@ type lyingSet struct {
 	asked bool
 }
 
-func (l *lyingSet) ReadOpenSet(ctx context.Context, root addr.Addr) (addr.Addr, [][]byte, error) {
+func (l *lyingSet) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
 	l.asked = true
-	head, chunks, err := l.ChunkReader.(SetReader).ReadOpenSet(ctx, root)
+	head, chunks, err := l.ChunkReader.(SetReader).ReadOpenSet(ctx, root, pages)
 	if err == nil && len(chunks) > 2 {
 		chunks[2] = append([]byte(nil), chunks[2]...)
 		chunks[2][0] ^= 1

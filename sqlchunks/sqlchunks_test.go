@@ -247,7 +247,7 @@ func startService(t testing.TB, s store.Store, memBytes int64) (*server.Cache, s
 }
 
 // serveOpenSet is the services' server.Config.OpenSet.
-func serveOpenSet(ctx context.Context, src server.ChunkSource, root addr.Addr) ([][]byte, error) {
+func serveOpenSet(ctx context.Context, src server.ChunkSource, root addr.Addr) ([][]byte, int, error) {
 	return OpenSet(ctx, src, root)
 }
 
@@ -728,7 +728,7 @@ func TestAppendix(t *testing.T) {
 	// The version's open set (root, page map, page 1, interior pages)
 	// comes first in the file, so a service just started reads it in one
 	// range.
-	set, err := OpenSet(ctx, c, r2.Root)
+	set, _, err := OpenSet(ctx, c, r2.Root)
 	if err != nil {
 		t.Fatal(err)
 	}

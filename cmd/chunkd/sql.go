@@ -370,6 +370,6 @@ func (rw *rowWriter) close() error {
 
 // openSet computes open sets for the cache service (server.Config.OpenSet):
 // the service knows nothing of SQLite; this binary wires sqlchunks in.
-func openSet(ctx context.Context, src server.ChunkSource, root addr.Addr) ([][]byte, error) {
+func openSet(ctx context.Context, src server.ChunkSource, root addr.Addr) ([][]byte, int, error) {
 	return sqlchunks.OpenSet(ctx, src, root)
 }
