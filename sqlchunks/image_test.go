@@ -32,6 +32,9 @@ type sameHost struct {
 	// registrations counts the image registrations (POSTs with the
 	// addresses) the service was sent.
 	registrations atomic.Int64
+	// handler is the running service's: a restart swaps it while the
+	// test server may be answering a request.
+	handler atomic.Pointer[http.Handler]
 }
 
 func startSameHost(t *testing.T, s store.Store, imageBytes int64) *sameHost {
@@ -49,16 +52,16 @@ func (h *sameHost) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.cache = cache
+	var handler http.Handler = server.NewHandler(cache, prometheus.NewRegistry())
+	h.handler.Store(&handler)
 	if h.srv == nil {
-		h.srv = httptest.NewServer(nil)
+		h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/images") {
+				h.registrations.Add(1)
+			}
+			(*h.handler.Load()).ServeHTTP(w, r)
+		}))
 	}
-	handler := server.NewHandler(cache, prometheus.NewRegistry())
-	h.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/images") {
-			h.registrations.Add(1)
-		}
-		handler.ServeHTTP(w, r)
-	})
 }
 
 func (h *sameHost) stop() {
