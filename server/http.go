@@ -248,8 +248,13 @@ func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	pages := q.Get("pages")
+	if pages != "" && pages != "0" && pages != "1" {
+		writeErr(w, errorf(KindBadRequest, nil, "bad pages %q: 0 (the root chunk and page map only) or 1 (with page 1 and the interior pages, the default)", pages))
+		return
+	}
 	db := r.PathValue("db")
-	root, chunks, err := h.c.OpenSet(r.Context(), db, root, q.Get("fresh") == "1", q.Get("pages") != "0")
+	root, chunks, err := h.c.OpenSet(r.Context(), db, root, q.Get("fresh") == "1", pages != "0")
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -2,11 +2,15 @@ package server
 
 import (
 	"context"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // A version's open set is computed once and kept (for the last
@@ -44,5 +48,43 @@ func TestOpenSetsKept(t *testing.T) {
 	open(0) // the oldest was dropped to keep keptOpenSets
 	if got := calls.Load(); got != keptOpenSets+2 {
 		t.Fatalf("the oldest version's open set was not computed again (%d)", got)
+	}
+}
+
+// GET …/sqlite/open: with its pages by default, without for pages=0, and
+// a clear 400 for any other pages.
+func TestOpenSetHTTP(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) ([][]byte, int, error) {
+		data, err := src.Get(ctx, root)
+		return [][]byte{data, data}, 1, err
+	}})
+	h := NewHandler(f.cache, prometheus.NewRegistry())
+	root := f.db.All()[0]
+	for _, tc := range []struct {
+		query  string
+		code   int
+		frames int
+	}{{"", 200, 2}, {"&pages=1", 200, 2}, {"&pages=0", 200, 1}, {"&pages=no", 400, 0}} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", api.OpenSetPath("db1", root, false, true)+tc.query, nil))
+		if rec.Code != tc.code {
+			t.Fatalf("%q: status %d, want %d: %s", tc.query, rec.Code, tc.code, rec.Body)
+		}
+		if tc.code != 200 {
+			if !strings.Contains(rec.Body.String(), "bad pages") {
+				t.Errorf("%q: %s", tc.query, rec.Body)
+			}
+			continue
+		}
+		n := 0
+		for _, err := range api.NewFrameReader(rec.Body).All() {
+			if err != nil {
+				t.Fatalf("%q: %v", tc.query, err)
+			}
+			n++
+		}
+		if n != tc.frames {
+			t.Errorf("%q: %d frames, want %d", tc.query, n, tc.frames)
+		}
 	}
 }
