@@ -151,7 +151,7 @@ func (im *Image) Read(i int, p []byte) (ok bool) {
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	e := atomic.LoadUint64((*uint64)(unsafe.Pointer(&im.entries[8*i])))
+	e := im.entry(i)
 	if e&api.ImageSlotFilled == 0 {
 		return false
 	}
@@ -162,13 +162,28 @@ func (im *Image) Read(i int, p []byte) (ok bool) {
 		n, _ = im.data.ReadAt(p[:im.slotSize], int64(i)*int64(im.slotSize)) // short: cut short under us
 		im.read[i/32].Or(bit)
 	}
-	if n != im.slotSize || crc32.Checksum(p[:n], castagnoli) != uint32(e) {
-		im.c.ctr.imageBad.Add(1)
-		im.repair(i)
+	if !im.check(i, p[:n], e) {
 		return false
 	}
 	im.c.ctr.imageReads.Add(1)
 	return true
+}
+
+// entry loads slot i's entry (a CRC-32C and flags, written by the service
+// after the slot's bytes).
+func (im *Image) entry(i int) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&im.entries[8*i])))
+}
+
+// check reports whether b, read from slot i, is the whole slot and
+// matches its entry e; a slot that is not has the service fill it again.
+func (im *Image) check(i int, b []byte, e uint64) bool {
+	if len(b) == im.slotSize && crc32.Checksum(b, castagnoli) == uint32(e) {
+		return true
+	}
+	im.c.ctr.imageBad.Add(1)
+	im.repair(i)
+	return false
 }
 
 // ReadRange reads slots first, first+1, ... into ps (slotSize bytes each)
@@ -186,7 +201,7 @@ func (im *Image) ReadRange(first int, ps [][]byte) (n int) {
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	count := 0 // the leading slots filled
-	for count < len(ps) && first+count < len(im.addrs) && atomic.LoadUint64((*uint64)(unsafe.Pointer(&im.entries[8*(first+count)])))&api.ImageSlotFilled != 0 {
+	for count < len(ps) && first+count < len(im.addrs) && im.entry(first+count)&api.ImageSlotFilled != 0 {
 		count++
 	}
 	if count == 0 {
@@ -197,15 +212,12 @@ func (im *Image) ReadRange(first int, ps [][]byte) (n int) {
 		iovs[k] = ps[k][:im.slotSize]
 	}
 	got, _ := unix.Preadv(int(im.data.Fd()), iovs, int64(first)*int64(im.slotSize)) // short: cut short under us
-	for n < count {
+	for ; n < count; n++ {
 		i := first + n
-		e := atomic.LoadUint64((*uint64)(unsafe.Pointer(&im.entries[8*i])))
-		if (n+1)*im.slotSize > got || crc32.Checksum(iovs[n], castagnoli) != uint32(e) {
-			im.c.ctr.imageBad.Add(1)
-			im.repair(i)
+		if !im.check(i, iovs[n][:min(im.slotSize, max(got-n*im.slotSize, 0))], im.entry(i)) {
 			break
 		}
-		n++
+		im.read[i/32].Or(uint32(1) << (i % 32)) // read once: later reads copy from the mapping
 	}
 	im.c.ctr.imageReads.Add(int64(n))
 	return n
@@ -215,7 +227,7 @@ func (im *Image) ReadRange(first int, ps [][]byte) (n int) {
 func (im *Image) Filled() int {
 	n := 0
 	for i := range im.addrs {
-		if atomic.LoadUint64((*uint64)(unsafe.Pointer(&im.entries[8*i])))&api.ImageSlotFilled != 0 {
+		if im.entry(i)&api.ImageSlotFilled != 0 {
 			n++
 		}
 	}

@@ -205,6 +205,15 @@ func decodeRoot(b []byte) (*root, error) {
 	return r, nil
 }
 
+// setPages returns the pages of a version's open set: page 1 and the
+// interior pages its root lists (interior, ascending), page 1 once.
+func setPages(interior []int64) []int64 {
+	if len(interior) > 0 && interior[0] == 1 {
+		return interior
+	}
+	return append([]int64{1}, interior...)
+}
+
 // maxInterior bounds the interior pages a root lists (16 MiB of 4 KiB
 // pages: far more than a database of hundreds of GiB has).
 const maxInterior = 4096

@@ -526,11 +526,11 @@ func writeAppendix(ctx context.Context, mdb *manifest.DB, src *source, rootAddr 
 	}
 	if src.pages > 0 {
 		page := make([]byte, src.pageSize)
-		for _, n := range append([]int64{1}, interior...) {
+		for _, n := range setPages(interior) {
 			if _, err := src.f.ReadAt(page, (n-1)*int64(src.pageSize)); err != nil {
 				return manifest.Spec{}, 0, fmt.Errorf("read snapshot page %d: %w", n, err)
 			}
-			if err := w.AddWithAddr(addr.Of(page), page); err != nil { // page 1 twice: the writer skips it
+			if err := w.AddWithAddr(addr.Of(page), page); err != nil {
 				return manifest.Spec{}, 0, err
 			}
 		}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -74,10 +71,7 @@ func (p *Pages) preload(ctx context.Context, c ChunkReader) error {
 	if p.v.Pages == 0 {
 		return nil
 	}
-	ns := append([]int64{1}, p.interior...)
-	if len(p.interior) > 0 && p.interior[0] == 1 {
-		ns = p.interior
-	}
+	ns := setPages(p.interior)
 	as := make([]addr.Addr, len(ns))
 	for i, n := range ns {
 		as[i] = p.addrs[n-1]
@@ -189,55 +183,15 @@ func (r *replayer) next(a addr.Addr) ([]byte, error) {
 
 func (r *replayer) Get(_ context.Context, a addr.Addr) ([]byte, error) { return r.next(a) }
 
-// GetMany checks the next len(as) chunks of the set against as, hashing
-// them on every CPU at once when there is much to hash (a page map level
-// of a large database is a megabyte: 2 ms of SHA-512 on one core), then
-// calls fn in order.
 func (r *replayer) GetMany(_ context.Context, as []addr.Addr, fn func(i int, data []byte) error) error {
-	if len(r.chunks) < len(as) {
-		return fmt.Errorf("%w: it ends before chunk %s", errReplay, as[len(r.chunks)])
-	}
-	chunks := r.chunks[:len(as)]
-	r.chunks = r.chunks[len(as):]
-	got := make([]addr.Addr, len(as))
-	hashAll(chunks, got)
 	for i, a := range as {
-		if got[i] != a {
-			return fmt.Errorf("%w: chunk %s hashes to %s", errReplay, a, got[i])
+		data, err := r.next(a)
+		if err != nil {
+			return err
 		}
-		if err := fn(i, chunks[i]); err != nil {
+		if err := fn(i, data); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// parallelHashBytes is how many bytes make hashing on more than one
-// goroutine worth it.
-const parallelHashBytes = 256 << 10
-
-// hashAll sets sums[i] to the address of chunks[i], spread over the CPUs
-// when the chunks are large enough together.
-func hashAll(chunks [][]byte, sums []addr.Addr) {
-	total := 0
-	for _, c := range chunks {
-		total += len(c)
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(chunks))
-	if total < parallelHashBytes || workers < 2 {
-		for i, c := range chunks {
-			sums[i] = addr.Of(c)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(chunks); i = int(next.Add(1) - 1) {
-				sums[i] = addr.Of(chunks[i])
-			}
-		})
-	}
-	wg.Wait()
 }

@@ -116,11 +116,7 @@ func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
 // with a page image, read from it as cheaply; either way a read of one
 // starts no read-ahead run.
 func (p *Pages) Preloaded(n int64) bool {
-	if p.preloaded != nil {
-		_, ok := p.preloaded[n]
-		return ok
-	}
-	if p.img == nil {
+	if p.preloaded == nil && p.img == nil {
 		return false
 	}
 	_, found := slices.BinarySearch(p.interior, n) // ascending, as the root lists them
