@@ -194,7 +194,7 @@ func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
 	}
 	var r sqlchunks.ChunkReader = c
 	if o.local != "" { // a same-host service: its page image, no request per page
-		r = sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage))
+		r = sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage, c.OpenVersionImage))
 	}
 	d, err := sqlchunks.OpenVersion(ctx, r, root, o.sqlite)
 	if err != nil {

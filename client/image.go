@@ -41,8 +41,11 @@ type Image struct {
 	c        *Client
 	svc      *httpService
 	name     string
+	slots    int
 	slotSize int
-	addrs    []addr.Addr
+	// addrs are the slots' chunk addresses, which Fill checks answers
+	// against; nil for an image opened by version (OpenVersionImage).
+	addrs []addr.Addr
 	// data is the .img file, open (it stays readable after the service
 	// removes it) and mapped read-only (mapped). A slot's first read in
 	// this process is a pread, its later ones a copy from the mapping
@@ -89,20 +92,68 @@ func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr)
 	if info.Name != name || info.Slots != len(addrs) || info.SlotSize != slotSize {
 		return nil, fmt.Errorf("client: cache service %s registered image %+v for %d slots of %d bytes named %s", h.base, info, len(addrs), slotSize, name)
 	}
-	im := &Image{c: c, svc: h, name: info.Name, slotSize: slotSize, addrs: addrs}
-	if im.data, err = openSized(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Data)), int64(slotSize)*int64(len(addrs))); err != nil {
+	im, err := c.mapImage(h, info)
+	if err != nil {
+		return nil, err
+	}
+	im.addrs = addrs
+	return im, nil
+}
+
+// OpenVersionImage asks the same-host cache service for the page image of
+// chunkd SQLite version root (the zero root: the current one, checked
+// first with Options.FreshRoot), which the service names and registers
+// from the version's page map as it read and proved it
+// (api.PatternVersionImage), and maps its files: one request, and no page
+// map to read, prove or hash into a name. It returns the version's root
+// and root chunk, which the caller checks hash to each other, and the
+// image, whose shape (Slots, SlotSize) the caller checks against the
+// root chunk. The image knows no addresses: Fill is not for it.
+func (c *Client) OpenVersionImage(ctx context.Context, root addr.Addr) (addr.Addr, []byte, *Image, error) {
+	h, ok := c.svc.(*httpService)
+	if !ok || c.opts.LocalDir == "" {
+		return addr.Addr{}, nil, nil, ErrNoImage
+	}
+	c.ctr.svcRequests.Add(1)
+	req, err := h.newRequest(ctx, http.MethodGet, api.VersionImagePath(h.db, root, root.IsEmpty() && c.opts.FreshRoot), nil)
+	if err != nil {
+		return addr.Addr{}, nil, nil, err
+	}
+	var vi api.VersionImage
+	if err := h.jsonAnswer(req, "page image of a version", &vi, false); err != nil {
+		return addr.Addr{}, nil, nil, err
+	}
+	got, err := addr.Parse(vi.Root)
+	if err != nil || (!root.IsEmpty() && got != root) {
+		return addr.Addr{}, nil, nil, fmt.Errorf("client: cache service %s: page image of version %q, asked for %s", h.base, vi.Root, root)
+	}
+	if vi.Image.Slots < 1 || vi.Image.SlotSize < 1 || vi.Image.Slots > api.MaxImageSlots {
+		return addr.Addr{}, nil, nil, fmt.Errorf("client: cache service %s: page image %+v of version %s", h.base, vi.Image, got)
+	}
+	im, err := c.mapImage(h, vi.Image)
+	if err != nil {
+		return addr.Addr{}, nil, nil, err
+	}
+	return got, vi.RootChunk, im, nil
+}
+
+// mapImage opens and maps the files of image info.
+func (c *Client) mapImage(h *httpService, info api.ImageInfo) (im *Image, err error) {
+	im = &Image{c: c, svc: h, name: info.Name, slots: info.Slots, slotSize: info.SlotSize}
+	size := int64(info.SlotSize) * int64(info.Slots)
+	if im.data, err = openSized(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Data)), size); err != nil {
 		return nil, fmt.Errorf("client: page image: %w", err)
 	}
-	if im.mapped, err = syscall.Mmap(int(im.data.Fd()), 0, slotSize*len(addrs), syscall.PROT_READ, syscall.MAP_SHARED); err != nil {
+	if im.mapped, err = syscall.Mmap(int(im.data.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED); err != nil {
 		im.data.Close()
 		return nil, fmt.Errorf("client: page image: map %s: %w", info.Data, err)
 	}
-	if im.entries, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Entries)), 8*int64(len(addrs))); err != nil {
+	if im.entries, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Entries)), 8*int64(info.Slots)); err != nil {
 		syscall.Munmap(im.mapped)
 		im.data.Close()
 		return nil, fmt.Errorf("client: page image: %w", err)
 	}
-	im.read = make([]atomic.Uint32, (len(addrs)+31)/32)
+	im.read = make([]atomic.Uint32, (info.Slots+31)/32)
 	return im, nil
 }
 
@@ -135,7 +186,10 @@ func mapFile(path string, size int64) ([]byte, error) {
 }
 
 // Slots returns the image's number of slots.
-func (im *Image) Slots() int { return len(im.addrs) }
+func (im *Image) Slots() int { return im.slots }
+
+// SlotSize returns the size of the image's slots.
+func (im *Image) SlotSize() int { return im.slotSize }
 
 // Read copies slot i into p (slotSize bytes) if the service has filled it
 // and its bytes match their CRC, and reports whether it did. Files cut
@@ -201,7 +255,7 @@ func (im *Image) ReadRange(first int, ps [][]byte) (n int) {
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	count := 0 // the leading slots filled
-	for count < len(ps) && first+count < len(im.addrs) && im.entry(first+count)&api.ImageSlotFilled != 0 {
+	for count < len(ps) && first+count < im.slots && im.entry(first+count)&api.ImageSlotFilled != 0 {
 		count++
 	}
 	if count == 0 {
@@ -226,7 +280,7 @@ func (im *Image) ReadRange(first int, ps [][]byte) (n int) {
 // Filled counts the slots the service has filled.
 func (im *Image) Filled() int {
 	n := 0
-	for i := range im.addrs {
+	for i := range im.slots {
 		if im.entry(i)&api.ImageSlotFilled != 0 {
 			n++
 		}
@@ -235,7 +289,9 @@ func (im *Image) Filled() int {
 }
 
 // repair has the service fill slot i again, in the background, one
-// repair at a time (others are dropped: a later read asks again).
+// repair at a time (others are dropped: a later read asks again). The
+// answer is not read (the service rewrote the slot; a later read checks
+// it as any), so an image without addresses is repaired too.
 func (im *Image) repair(i int) {
 	if !im.repairing.CompareAndSwap(false, true) {
 		return
@@ -244,14 +300,26 @@ func (im *Image) repair(i int) {
 		defer im.repairing.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		im.Fill(ctx, []int{i}, func(int, []byte) {})
+		im.c.ctr.svcRequests.Add(1)
+		im.svc.fillImage(ctx, im.name, []uint32{uint32(i)}, func(uint32, []byte) error {
+			im.c.ctr.imageFills.Add(1)
+			return nil
+		})
 	}()
 }
+
+// ErrNoAddrs: Fill on an image opened by version (OpenVersionImage),
+// whose chunk addresses the client does not know, so could not check the
+// answer against.
+var ErrNoAddrs = errors.New("client: a page image opened by version has no addresses to check a fill against")
 
 // Fill asks the service for slots (at most api.MaxBatch), which it writes
 // into the image, and calls fn with each one's bytes, checked against its
 // address, from one goroutine; one request.
 func (im *Image) Fill(ctx context.Context, slots []int, fn func(slot int, data []byte)) error {
+	if im.addrs == nil {
+		return ErrNoAddrs
+	}
 	us := make([]uint32, len(slots))
 	for k, s := range slots {
 		us[k] = uint32(s)
@@ -307,21 +375,28 @@ func (h *httpService) registerImage(ctx context.Context, body []byte) (api.Image
 // imageAnswer sends req and reads the ImageInfo it answers.
 func (h *httpService) imageAnswer(req *http.Request, what string) (api.ImageInfo, error) {
 	var info api.ImageInfo
+	err := h.jsonAnswer(req, what, &info, req.Method == http.MethodGet)
+	return info, err
+}
+
+// jsonAnswer sends req and decodes the JSON it answers into v; with
+// gone, a 404 is ErrImageGone.
+func (h *httpService) jsonAnswer(req *http.Request, what string, v any, gone bool) error {
 	resp, err := h.hc.Do(req)
 	if err != nil {
-		return info, fmt.Errorf("cache service %s: %w", h.base, err)
+		return fmt.Errorf("cache service %s: %w", h.base, err)
 	}
 	defer drain(resp.Body)
-	if resp.StatusCode == http.StatusNotFound && req.Method == http.MethodGet {
-		return info, fmt.Errorf("cache service %s: %w: %w", h.base, ErrImageGone, api.ReadError(resp))
+	if resp.StatusCode == http.StatusNotFound && gone {
+		return fmt.Errorf("cache service %s: %w: %w", h.base, ErrImageGone, api.ReadError(resp))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return info, fmt.Errorf("cache service %s: %s: %w", h.base, what, api.ReadError(resp))
+		return fmt.Errorf("cache service %s: %s: %w", h.base, what, api.ReadError(resp))
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
-		return info, fmt.Errorf("cache service %s: %s: %w", h.base, what, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return fmt.Errorf("cache service %s: %s: %w", h.base, what, err)
 	}
-	return info, nil
+	return nil
 }
 
 // fillImage asks the service to fill slots and reads their bytes.

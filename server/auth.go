@@ -66,14 +66,15 @@ var (
 
 // httpAccess has the rule of every HTTP route, by its ServeMux pattern.
 var httpAccess = map[string]access{
-	api.PatternChunk:     pathDB,
-	api.PatternChunks:    pathDB,
-	api.PatternDB:        pathDB,
-	api.PatternRoot:      pathDB,
-	api.PatternOpenSet:   pathDB,
-	api.PatternImages:    pathDB,
-	api.PatternImage:     pathDB,
-	api.PatternImageFill: pathDB,
+	api.PatternChunk:        pathDB,
+	api.PatternChunks:       pathDB,
+	api.PatternDB:           pathDB,
+	api.PatternRoot:         pathDB,
+	api.PatternOpenSet:      pathDB,
+	api.PatternVersionImage: pathDB,
+	api.PatternImages:       pathDB,
+	api.PatternImage:        pathDB,
+	api.PatternImageFill:    pathDB,
 	// The list shows only the databases the token grants (view.go).
 	api.PatternDBs:       anyToken,
 	api.PatternCache:     anyToken,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -32,6 +33,7 @@ func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	mux.HandleFunc(api.PatternDropCache, h.observe("http_drop_cache", h.dropCache))
 	mux.HandleFunc(api.PatternRoot, h.observe("http_root", h.root))
 	mux.HandleFunc(api.PatternOpenSet, h.observe("http_open_set", h.openSet))
+	mux.HandleFunc(api.PatternVersionImage, h.observe("http_version_image", h.versionImage))
 	mux.HandleFunc(api.PatternImages, h.observe("http_register_image", h.registerImage))
 	mux.HandleFunc(api.PatternImage, h.observe("http_get_image", h.getImage))
 	mux.HandleFunc(api.PatternImageFill, h.observe("http_fill_image", h.fillImage))
@@ -237,16 +239,41 @@ func (h *httpAPI) root(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, info)
 }
 
-// openSet answers a chunkd SQLite version's open set (api.PatternOpenSet).
-func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var root addr.Addr
+// queryRoot reads the root a query names (root=ROOT; none: the zero
+// root), answering a 400 for a bad one.
+func queryRoot(w http.ResponseWriter, q url.Values) (root addr.Addr, ok bool) {
 	if v := q.Get("root"); v != "" {
 		var err error
 		if root, err = addr.Parse(v); err != nil {
 			writeErr(w, errorf(KindBadRequest, err, "bad root"))
-			return
+			return addr.Addr{}, false
 		}
+	}
+	return root, true
+}
+
+// versionImage answers a chunkd SQLite version's page image
+// (api.PatternVersionImage).
+func (h *httpAPI) versionImage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	root, ok := queryRoot(w, q)
+	if !ok {
+		return
+	}
+	vi, err := h.c.VersionImage(r.Context(), r.PathValue("db"), root, q.Get("fresh") == "1")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, vi)
+}
+
+// openSet answers a chunkd SQLite version's open set (api.PatternOpenSet).
+func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	root, ok := queryRoot(w, q)
+	if !ok {
+		return
 	}
 	pages := q.Get("pages")
 	if pages != "" && pages != "0" && pages != "1" {

@@ -133,10 +133,9 @@ func (is *images) get(name string) *image {
 	return im
 }
 
-// register returns the image of addrs, making it if need be (created
-// reports that).
-func (is *images) register(db string, slotSize int, addrs []addr.Addr) (im *image, created bool, err error) {
-	name := api.ImageName(slotSize, addrs)
+// register returns the image of addrs, named name (api.ImageName of
+// slotSize and addrs), making it if need be (created reports that).
+func (is *images) register(db, name string, slotSize int, addrs []addr.Addr) (im *image, created bool, err error) {
 	if im := is.get(name); im != nil {
 		return im, im.adopt(db), nil
 	}
@@ -327,10 +326,15 @@ var errImageEvicted = errors.New("image evicted")
 // slots of slotSize bytes), making it if it is new and filling it in the
 // background, one image at a time, from whatever tier holds its chunks.
 func (c *Cache) RegisterImage(ctx context.Context, db string, slotSize int, addrs []addr.Addr) (api.ImageInfo, error) {
+	return c.registerImage(ctx, db, api.ImageName(slotSize, addrs), slotSize, addrs)
+}
+
+// registerImage is RegisterImage of an image already named.
+func (c *Cache) registerImage(ctx context.Context, db, name string, slotSize int, addrs []addr.Addr) (api.ImageInfo, error) {
 	if _, err := c.database(ctx, db); err != nil {
 		return api.ImageInfo{}, err
 	}
-	im, created, err := c.images.register(db, slotSize, addrs)
+	im, created, err := c.images.register(db, name, slotSize, addrs)
 	if err != nil {
 		return api.ImageInfo{}, err
 	}

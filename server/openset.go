@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
 )
 
 // ChunkSource is one database's chunks, read through the cache's own
@@ -19,10 +20,25 @@ type ChunkSource interface {
 	DB() string
 }
 
-// OpenSetFunc computes a version's open set (sqlchunks.OpenSet): its
-// chunks, of which those from pagesFrom on are pages (page 1 and the
-// interior pages), the others the root chunk and the page map.
-type OpenSetFunc func(ctx context.Context, src ChunkSource, root addr.Addr) (set [][]byte, pagesFrom int, err error)
+// OpenSetFunc computes a version's open set (sqlchunks.OpenSet).
+type OpenSetFunc func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error)
+
+// VersionSet is what OpenSetFunc computes of a version.
+type VersionSet struct {
+	// Chunks is the open set in order: the root chunk first, then the
+	// page map, then, from PagesFrom on, pages (page 1 and the interior
+	// pages).
+	Chunks    [][]byte
+	PagesFrom int
+	// PageSize and Pages are the version's page size and its pages'
+	// addresses in order (page n is Pages[n-1]): what its page image
+	// holds (VersionImage).
+	PageSize int
+	Pages    []addr.Addr
+	// image is the name of the image of Pages (api.ImageName), named
+	// once when the set is kept.
+	image string
+}
 
 // cacheReader is the ChunkSource of one database.
 type cacheReader struct {
@@ -77,47 +93,70 @@ func (r cacheReader) Root(ctx context.Context) (addr.Addr, error) {
 // (checked against the store's manifest first with fresh), which it
 // returns.
 func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh, pages bool) (addr.Addr, [][]byte, error) {
+	root, set, err := c.versionSet(ctx, db, root, fresh)
+	if err != nil {
+		return addr.Addr{}, nil, err
+	}
+	if !pages {
+		return root, set.Chunks[:set.PagesFrom], nil
+	}
+	return root, set.Chunks, nil
+}
+
+// VersionImage registers the page image of version root of database db
+// (the zero root: the current one, checked first with fresh), from the
+// page map the service read and proved itself, and returns it with the
+// version's root chunk (api.PatternVersionImage).
+func (c *Cache) VersionImage(ctx context.Context, db string, root addr.Addr, fresh bool) (api.VersionImage, error) {
+	root, set, err := c.versionSet(ctx, db, root, fresh)
+	if err != nil {
+		return api.VersionImage{}, err
+	}
+	if n := len(set.Pages); n == 0 || n > api.MaxImageSlots || set.PageSize < 512 || set.PageSize > 64<<10 {
+		return api.VersionImage{}, errorf(KindBadRequest, nil, "database %q, version %s: no page image of %d pages of %d bytes", db, root, n, set.PageSize)
+	}
+	info, err := c.registerImage(ctx, db, set.image, set.PageSize, set.Pages)
+	if err != nil {
+		return api.VersionImage{}, err
+	}
+	return api.VersionImage{Root: root.String(), RootChunk: set.Chunks[0], Image: info}, nil
+}
+
+// versionSet returns version root's VersionSet (the zero root: the
+// current one, which it returns), computed once and kept.
+func (c *Cache) versionSet(ctx context.Context, db string, root addr.Addr, fresh bool) (addr.Addr, VersionSet, error) {
 	if c.cfg.OpenSet == nil {
-		return addr.Addr{}, nil, errorf(KindNotServed, nil, "this service computes no SQLite open sets (Config.OpenSet)")
+		return addr.Addr{}, VersionSet{}, errorf(KindNotServed, nil, "this service computes no SQLite open sets (Config.OpenSet)")
 	}
 	if root.IsEmpty() {
 		info, err := c.Root(ctx, db, fresh)
 		if err != nil {
-			return addr.Addr{}, nil, err
+			return addr.Addr{}, VersionSet{}, err
 		}
 		if root, err = addr.Parse(info.Root); err != nil {
-			return addr.Addr{}, nil, fmt.Errorf("database %q: root: %w", db, err)
+			return addr.Addr{}, VersionSet{}, fmt.Errorf("database %q: root: %w", db, err)
 		}
 	}
 	d, err := c.database(ctx, db)
 	if err != nil {
-		return addr.Addr{}, nil, err
+		return addr.Addr{}, VersionSet{}, err
 	}
-	set, ok := d.sets.get(root)
-	if !ok {
-		chunks, pagesFrom, err := c.cfg.OpenSet(ctx, cacheReader{c, db}, root)
-		if err != nil {
-			if kindOf(err) == KindInternal {
-				err = errorf(KindBadRequest, err, "database %q, version %s: not a chunkd SQLite version", db, root)
-			}
-			return addr.Addr{}, nil, err
+	if set, ok := d.sets.get(root); ok {
+		return root, set, nil
+	}
+	set, err := c.cfg.OpenSet(ctx, cacheReader{c, db}, root)
+	if err != nil {
+		if kindOf(err) == KindInternal {
+			err = errorf(KindBadRequest, err, "database %q, version %s: not a chunkd SQLite version", db, root)
 		}
-		if pagesFrom < 0 || pagesFrom > len(chunks) {
-			return addr.Addr{}, nil, fmt.Errorf("database %q, version %s: open set of %d chunks whose pages start at %d", db, root, len(chunks), pagesFrom)
-		}
-		set = openSet{chunks, pagesFrom}
-		d.sets.put(root, set)
+		return addr.Addr{}, VersionSet{}, err
 	}
-	if !pages {
-		return root, set.chunks[:set.pagesFrom], nil
+	if set.PagesFrom < 1 || set.PagesFrom > len(set.Chunks) || addr.Of(set.Chunks[0]) != root {
+		return addr.Addr{}, VersionSet{}, fmt.Errorf("database %q, version %s: an open set of %d chunks whose pages start at %d, not starting with the root chunk", db, root, len(set.Chunks), set.PagesFrom)
 	}
-	return root, set.chunks, nil
-}
-
-// openSet is a version's open set: its chunks, pages from pagesFrom on.
-type openSet struct {
-	chunks    [][]byte
-	pagesFrom int
+	set.image = api.ImageName(set.PageSize, set.Pages)
+	d.sets.put(root, set)
+	return root, set, nil
 }
 
 // keptOpenSets is how many versions' open sets a database keeps.
@@ -127,28 +166,29 @@ const keptOpenSets = 4
 // a version's open set never changes (its chunks are those of its
 // addresses), and computing it again for every fresh client costs a read
 // and decode of the whole page map. At most keptOpenSets, the oldest put
-// dropped first (about 1.7 MiB each for a 200 MiB database).
+// dropped first (about 2.7 MiB each for a 200 MiB database: 1.7 MiB of
+// chunks and 1 MiB of page addresses).
 type openSets struct {
 	mu    sync.Mutex
 	roots []addr.Addr // oldest first
-	sets  map[addr.Addr]openSet
+	sets  map[addr.Addr]VersionSet
 }
 
-func (s *openSets) get(root addr.Addr) (openSet, bool) {
+func (s *openSets) get(root addr.Addr) (VersionSet, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set, ok := s.sets[root]
 	return set, ok
 }
 
-func (s *openSets) put(root addr.Addr, set openSet) {
+func (s *openSets) put(root addr.Addr, set VersionSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sets[root]; ok {
 		return
 	}
 	if s.sets == nil {
-		s.sets = make(map[addr.Addr]openSet)
+		s.sets = make(map[addr.Addr]VersionSet)
 	}
 	if len(s.roots) == keptOpenSets {
 		delete(s.sets, s.roots[0])

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -17,10 +18,10 @@ import (
 // keptOpenSets versions asked for).
 func TestOpenSetsKept(t *testing.T) {
 	var calls atomic.Int32
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) ([][]byte, int, error) {
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
 		calls.Add(1)
 		data, err := src.Get(ctx, root)
-		return [][]byte{data, data}, 1, err // the root chunk "and a page"
+		return VersionSet{Chunks: [][]byte{data, data}, PagesFrom: 1}, err // the root chunk "and a page"
 	}})
 	ctx := context.Background()
 	addrs := f.db.All()
@@ -54,9 +55,9 @@ func TestOpenSetsKept(t *testing.T) {
 // GET …/sqlite/open: with its pages by default, without for pages=0, and
 // a clear 400 for any other pages.
 func TestOpenSetHTTP(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) ([][]byte, int, error) {
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
 		data, err := src.Get(ctx, root)
-		return [][]byte{data, data}, 1, err
+		return VersionSet{Chunks: [][]byte{data, data}, PagesFrom: 1}, err
 	}})
 	h := NewHandler(f.cache, prometheus.NewRegistry())
 	root := f.db.All()[0]
@@ -85,6 +86,62 @@ func TestOpenSetHTTP(t *testing.T) {
 		}
 		if n != tc.frames {
 			t.Errorf("%q: %d frames, want %d", tc.query, n, tc.frames)
+		}
+	}
+}
+
+// GET …/sqlite/image: the service registers the image of the version's
+// pages from the set it computed, names it as a client registering the
+// same addresses would, and answers the root chunk with it; a bad root,
+// or a version with no pages, is a clear 400.
+func TestVersionImageHTTP(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
+		data, err := src.Get(ctx, root)
+		set := VersionSet{Chunks: [][]byte{data}, PagesFrom: 1, PageSize: 4096, Pages: []addr.Addr{root, root, root}}
+		if data[0]%2 == 0 {
+			set.Pages = nil // "a version with no pages"
+		}
+		return set, err
+	}})
+	h := NewHandler(f.cache, prometheus.NewRegistry())
+	var root, empty addr.Addr
+	for _, a := range f.db.All() {
+		if f.db.Chunks[a][0]%2 == 0 {
+			empty = a
+		} else {
+			root = a
+		}
+	}
+	if root.IsEmpty() || empty.IsEmpty() {
+		t.Fatal("the fixture has no chunk of each kind")
+	}
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec
+	}
+	rec := get(api.VersionImagePath("db1", root, false))
+	if rec.Code != 200 {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var vi api.VersionImage
+	if err := json.Unmarshal(rec.Body.Bytes(), &vi); err != nil {
+		t.Fatal(err)
+	}
+	want := api.ImageName(4096, []addr.Addr{root, root, root})
+	if vi.Root != root.String() || addr.Of(vi.RootChunk) != root || vi.Image.Name != want || vi.Image.Slots != 3 || vi.Image.SlotSize != 4096 {
+		t.Fatalf("answer %+v, want root %s and image %s of 3 slots", vi, root, want)
+	}
+	if info, err := f.cache.Image(context.Background(), "db1", want); err != nil || info != vi.Image {
+		t.Fatalf("the image by name: %+v, %v; want %+v", info, err, vi.Image)
+	}
+	for path, wantErr := range map[string]string{
+		api.DBPath("db1") + "/sqlite/image?root=nope": "bad root",
+		api.VersionImagePath("db1", empty, false):     "no page image",
+	} {
+		rec := get(path)
+		if rec.Code != 400 || !strings.Contains(rec.Body.String(), wantErr) {
+			t.Errorf("%s: status %d, %s; want 400 naming %q", path, rec.Code, rec.Body, wantErr)
 		}
 	}
 }

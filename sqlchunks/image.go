@@ -32,28 +32,62 @@ type rangeImage interface {
 // addrs, each slotSize bytes.
 type ImageFunc func(ctx context.Context, slotSize int, addrs []addr.Addr) (PageImage, error)
 
+// VersionImageFunc opens the page image of version root (the zero root:
+// the head) as a same-host cache service registers it from the page map
+// it read and proved itself, in one request: it returns the version's
+// root and its root chunk, not checked (the caller checks that they hash
+// to each other), and the image, whose Slots and SlotSize the caller
+// checks against the root chunk.
+type VersionImageFunc func(ctx context.Context, root addr.Addr) (head addr.Addr, rootChunk []byte, img ShapedImage, err error)
+
+// ShapedImage is a PageImage that tells its shape.
+type ShapedImage interface {
+	PageImage
+	Slots() int
+	SlotSize() int
+}
+
+// Images are a same-host cache service's page images: Open opens the image
+// of a list of page addresses, OpenVersion (optional) that of a version
+// by its root, without the page map.
+type Images struct {
+	Open        ImageFunc
+	OpenVersion VersionImageFunc
+}
+
 // WithImages returns a reader that reads like c and gives the versions it
-// opens (OpenPages, OpenVersion) a page image from open when open
-// succeeds; when it fails (no service on this host, say), pages are read
-// through c as they would be.
-func WithImages(c ChunkReader, open ImageFunc) ChunkReader { return imageReader{c, open} }
+// opens (OpenPages, OpenVersion) a page image from images when it can
+// (OpenVersion: by the version's root, with no page map, else by its
+// pages' addresses); when it cannot (no service on this host, say), pages
+// are read through c as they would be.
+func WithImages(c ChunkReader, images Images) ChunkReader { return imageReader{c, images} }
 
 type imageReader struct {
 	ChunkReader
-	open ImageFunc
+	images Images
 }
 
-// ImagesOf turns a page-image opener whose image is a concrete type
-// (client.Client.OpenImage) into an ImageFunc:
+// ImagesOf turns the page-image openers of a reader whose image is a
+// concrete type (client.Client's OpenImage and OpenVersionImage) into
+// Images:
 //
-//	sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage))
-func ImagesOf[I PageImage](open func(ctx context.Context, slotSize int, addrs []addr.Addr) (I, error)) ImageFunc {
-	return func(ctx context.Context, slotSize int, addrs []addr.Addr) (PageImage, error) {
-		img, err := open(ctx, slotSize, addrs)
-		if err != nil {
-			return nil, err
-		}
-		return img, nil
+//	sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage, c.OpenVersionImage))
+func ImagesOf[I ShapedImage](open func(ctx context.Context, slotSize int, addrs []addr.Addr) (I, error), openVersion func(ctx context.Context, root addr.Addr) (addr.Addr, []byte, I, error)) Images {
+	return Images{
+		Open: func(ctx context.Context, slotSize int, addrs []addr.Addr) (PageImage, error) {
+			img, err := open(ctx, slotSize, addrs)
+			if err != nil {
+				return nil, err
+			}
+			return img, nil
+		},
+		OpenVersion: func(ctx context.Context, root addr.Addr) (addr.Addr, []byte, ShapedImage, error) {
+			head, data, img, err := openVersion(ctx, root)
+			if err != nil {
+				return addr.Addr{}, nil, nil, err
+			}
+			return head, data, img, nil
+		},
 	}
 }
 

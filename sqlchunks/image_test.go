@@ -1,6 +1,7 @@
 package sqlchunks
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -30,8 +31,9 @@ type sameHost struct {
 	srv   *httptest.Server
 	cfg   server.Config
 	// registrations counts the image registrations (POSTs with the
-	// addresses) the service was sent.
-	registrations atomic.Int64
+	// addresses) the service was sent, versionImages the opens of a
+	// version's image by its root.
+	registrations, versionImages atomic.Int64
 	// handler is the running service's: a restart swaps it while the
 	// test server may be answering a request.
 	handler atomic.Pointer[http.Handler]
@@ -59,6 +61,9 @@ func (h *sameHost) start(t *testing.T) {
 			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/images") {
 				h.registrations.Add(1)
 			}
+			if strings.HasSuffix(r.URL.Path, "/sqlite/image") {
+				h.versionImages.Add(1)
+			}
 			(*h.handler.Load()).ServeHTTP(w, r)
 		}))
 	}
@@ -81,7 +86,7 @@ func (h *sameHost) open(t *testing.T, db string) (*client.Client, *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := OpenVersion(context.Background(), WithImages(c, ImagesOf(c.OpenImage)), addr.Addr{}, nil)
+	d, err := OpenVersion(context.Background(), WithImages(c, ImagesOf(c.OpenImage, c.OpenVersionImage)), addr.Addr{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,31 +136,18 @@ func TestPageImage(t *testing.T) {
 	start := time.Now()
 	lap := func(what string) { t.Logf("%s: %v", what, time.Since(start)); start = time.Now() }
 
-	c1, d1 := h.open(t, "img")
+	_, d1 := h.open(t, "img")
 	sameResults(t, "first process", plain, d1, queries)
 	lap("first process")
 	waitImage(t, h.dir) // the service's background fill
 
 	// A fresh process on the warm service: every page from the image,
-	// which it opens by name without registering it again.
-	regs := h.registrations.Load()
+	// which it opens by the version's root: one request, no page map
+	// (nor any other chunk) read, no registration sent.
+	opens := h.versionImages.Load()
 	c2, d2 := h.open(t, "img")
-	if regs == 0 || h.registrations.Load() != regs {
-		t.Fatalf("image registrations: %d by the first process, %d by the second", regs, h.registrations.Load()-regs)
-	}
-	// It asked for the open set without its pages (it reads them from
-	// the image): the root chunk and the page map only.
-	opened := c2.Stats().Service.Chunks
-	head, err := Head(context.Background(), c1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, pagesFrom, err := OpenSet(context.Background(), c1, head)
-	if err != nil || pagesFrom >= len(set) {
-		t.Fatalf("open set: %d chunks, pages from %d, %v", len(set), pagesFrom, err)
-	}
-	if opened != int64(pagesFrom) {
-		t.Fatalf("the open read %d chunks from the service, want the %d of the root chunk and page map", opened, pagesFrom)
+	if st := c2.Stats(); h.versionImages.Load() != opens+1 || h.registrations.Load() != 0 || st.Service.Requests != 1 || st.Service.Chunks != 0 || st.Store.Requests != 0 {
+		t.Fatalf("second process's open: %d version image opens, %d registrations (want 1 and none): %v", h.versionImages.Load()-opens, h.registrations.Load(), st)
 	}
 	// Its first point lookup walks down page 1 and interior pages read
 	// from the image, which start no read-ahead run: it reads the pages
@@ -258,3 +250,73 @@ func TestPageImageMissing(t *testing.T) {
 		t.Fatalf("wrong directory: %v", st)
 	}
 }
+
+// TestVersionImageLying: a page image by version whose root chunk does
+// not hash to the root it names, whose shape is not the version's, or
+// that names another version than asked is not used: the version opens
+// from its open set and reads right.
+func TestVersionImageLying(t *testing.T) {
+	s := newFolder(t)
+	path := genDB(t, 4)
+	importFile(t, s, path, ImportOptions{DB: "img", Message: "first"})
+	plain := plainDB(t, path)
+	h := startSameHost(t, s, 0)
+	ctx := context.Background()
+	c, err := client.Open(ctx, client.Options{Store: h.s, DB: "img", Service: h.srv.URL, LocalDir: h.dir, MemBytes: -1, ServiceTimeout: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	head, err := Head(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		root addr.Addr // asked for
+		lie  func(head addr.Addr, data []byte, img *client.Image) (addr.Addr, []byte, ShapedImage)
+	}{
+		{"a root chunk that does not hash to its root", addr.Addr{}, func(head addr.Addr, data []byte, img *client.Image) (addr.Addr, []byte, ShapedImage) {
+			forged := bytes.Replace(data, []byte(`"first"`), []byte(`"forged"`), 1) // decodes as well
+			if bytes.Equal(forged, data) {
+				t.Fatalf("no message in the root chunk %q", data)
+			}
+			return head, forged, img
+		}},
+		{"an image of another shape", addr.Addr{}, func(head addr.Addr, data []byte, img *client.Image) (addr.Addr, []byte, ShapedImage) {
+			return head, data, shortImage{img}
+		}},
+		{"another version than asked", head, func(_ addr.Addr, data []byte, img *client.Image) (addr.Addr, []byte, ShapedImage) {
+			other := addr.Of([]byte("another version"))
+			return other, data, img
+		}},
+	} {
+		used := false
+		images := ImagesOf(c.OpenImage, c.OpenVersionImage)
+		images.OpenVersion = func(ctx context.Context, root addr.Addr) (addr.Addr, []byte, ShapedImage, error) {
+			head, data, img, err := c.OpenVersionImage(ctx, root)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			used = true
+			h2, d2, i2 := tc.lie(head, data, img)
+			return h2, d2, i2, nil
+		}
+		before := c.Stats()
+		d, err := OpenVersion(ctx, WithImages(c, images), tc.root, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		// Opened from the open set instead: its root chunk and page map.
+		if st := c.Stats().Sub(before); !used || st.Service.Chunks < 2 {
+			t.Fatalf("%s: the image by version asked for: %v; chunks of the open set read: %v", tc.name, used, st)
+		}
+		sameResults(t, tc.name, plain, d.DB, queries[:2])
+		d.Close()
+	}
+}
+
+// shortImage is an image that says it has one slot less.
+type shortImage struct{ *client.Image }
+
+func (s shortImage) Slots() int { return s.Image.Slots() - 1 }

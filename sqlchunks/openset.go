@@ -26,22 +26,33 @@ type SetReader interface {
 	ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error)
 }
 
+// Set is a version's open set, as OpenSet computes it.
+type Set struct {
+	// Chunks are every chunk OpenSet read, in order: the root chunk, the
+	// page map, then, from PagesFrom on, page 1 and the interior pages.
+	Chunks    [][]byte
+	PagesFrom int
+	// PageSize and Pages are the version's page size and its pages'
+	// addresses (page n is Pages[n-1]): what a page image of it holds.
+	PageSize int
+	Pages    []addr.Addr
+}
+
 // OpenSet reads version root through c as OpenVersion does, with the
 // pages the root lists as interior B-tree pages (and page 1) besides, and
 // returns every chunk it read in order: what a SetReader gives a fresh
-// reader in one answer. The pages start at pagesFrom, after the root
-// chunk and the page map.
-func OpenSet(ctx context.Context, c ChunkReader, root addr.Addr) (set [][]byte, pagesFrom int, err error) {
+// reader in one answer.
+func OpenSet(ctx context.Context, c ChunkReader, root addr.Addr) (Set, error) {
 	rec := &recorder{ChunkReader: c}
 	p, err := openPages(ctx, rec, root, false)
 	if err != nil {
-		return nil, 0, err
+		return Set{}, err
 	}
-	pagesFrom = len(rec.chunks)
+	pagesFrom := len(rec.chunks)
 	if err := p.preload(ctx, rec); err != nil {
-		return nil, 0, err
+		return Set{}, err
 	}
-	return rec.chunks, pagesFrom, nil
+	return Set{Chunks: rec.chunks, PagesFrom: pagesFrom, PageSize: p.v.PageSize, Pages: p.addrs}, nil
 }
 
 // openPages reads the root chunk and page map of version root, and, with
@@ -95,13 +106,20 @@ func (p *Pages) preload(ctx context.Context, c ChunkReader) error {
 // asks for; the Pages then read through c. ok is false when there is no
 // set to open from (c is no SetReader, or it failed).
 func openFromSet(ctx context.Context, c ChunkReader, root addr.Addr) (p *Pages, ok bool, err error) {
+	ir, images := c.(imageReader)
+	if images && ir.images.OpenVersion != nil {
+		if p, err := openByImage(ctx, ir, root); err == nil {
+			return p, true, nil
+		}
+		// No image by version (an older service, or none on this host):
+		// by the open set, then the image of the pages' addresses.
+	}
 	sr, isSet := c.(SetReader)
 	if !isSet {
 		return nil, false, nil
 	}
 	// With a page image, page 1 and the interior pages are read from it
 	// as any page is (a pread and a CRC): the set need not carry them.
-	_, images := c.(imageReader)
 	head, chunks, err := sr.ReadOpenSet(ctx, root, !images)
 	if err != nil {
 		return nil, false, nil
@@ -131,6 +149,35 @@ func openFromSet(ctx context.Context, c ChunkReader, root addr.Addr) (p *Pages, 
 		}
 	}
 	return p, true, nil
+}
+
+// openByImage opens version root (zero: the head) from the page image
+// the same-host service registered for it (Images.OpenVersion): one
+// request for the root chunk and the image, which holds page 1 and the
+// interior pages as every other; the page map is read only if a page the
+// image lacks is. The root chunk must hash to the version's root, and the
+// image be one slot a page of the page size.
+func openByImage(ctx context.Context, ir imageReader, root addr.Addr) (*Pages, error) {
+	head, data, img, err := ir.images.OpenVersion(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	r, err := decodeRoot(data)
+	switch {
+	case !root.IsEmpty() && head != root:
+		err = fmt.Errorf("sqlchunks: asked for the page image of version %s of database %q, given %s's", root, ir.DB(), head)
+	case addr.Of(data) != head:
+		err = fmt.Errorf("sqlchunks: the root chunk of version %s of database %q does not hash to it", head, ir.DB())
+	case err != nil:
+		err = fmt.Errorf("sqlchunks: version %s of database %q: %w", head, ir.DB(), err)
+	case int64(img.Slots()) != r.pages || img.SlotSize() != r.pageSize:
+		err = fmt.Errorf("sqlchunks: version %s of database %q: a page image of %d slots of %d bytes for %d pages of %d", head, ir.DB(), img.Slots(), img.SlotSize(), r.pages, r.pageSize)
+	}
+	if err != nil {
+		img.Close()
+		return nil, err
+	}
+	return &Pages{c: ir, v: versionOf(head, r), lazy: &lazyMap{r: r}, interior: r.interior, img: img}, nil
 }
 
 // recorder is a ChunkReader that keeps every chunk read, in order.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -19,9 +20,13 @@ import (
 // chunk. Safe for concurrent use; it holds nothing that needs closing (the
 // reader is the caller's).
 type Pages struct {
-	c     ChunkReader
-	v     Version
-	addrs []addr.Addr // page n is addrs[n-1]
+	c ChunkReader
+	v Version
+	// addrs: page n is addrs[n-1], loaded at open; nil for a version
+	// opened by its page image (openByImage), whose page map is read
+	// only when a page the image lacks is (lazy).
+	addrs []addr.Addr
+	lazy  *lazyMap
 	// img, when the reader gives one (WithImages), is read first; pages
 	// it lacks are read through c.
 	img PageImage
@@ -47,11 +52,39 @@ func OpenPages(ctx context.Context, c ChunkReader, root addr.Addr) (*Pages, erro
 
 // attachImage gives p the page image its reader offers (WithImages).
 func (p *Pages) attachImage(ctx context.Context) {
-	if ir, ok := p.c.(imageReader); ok {
-		if img, err := ir.open(ctx, p.v.PageSize, p.addrs); err == nil {
+	if ir, ok := p.c.(imageReader); ok && ir.images.Open != nil {
+		if img, err := ir.images.Open(ctx, p.v.PageSize, p.addrs); err == nil {
 			p.img = img
 		}
 	}
+}
+
+// lazyMap is the page map of a version opened by its page image, read
+// the first time a page the image lacks is.
+type lazyMap struct {
+	r     *root
+	mu    sync.Mutex
+	addrs []addr.Addr
+}
+
+// pageAddrs returns the addresses of the version's pages, reading the
+// page map first if it was not read at open (a failed read is tried
+// again by the next caller).
+func (p *Pages) pageAddrs(ctx context.Context) ([]addr.Addr, error) {
+	if p.lazy == nil {
+		return p.addrs, nil
+	}
+	l := p.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.addrs == nil {
+		addrs, err := loadMap(ctx, p.c, p.v.Root, l.r)
+		if err != nil {
+			return nil, err
+		}
+		l.addrs = addrs
+	}
+	return l.addrs, nil
 }
 
 // Close releases the page image, if the pages have one. Reads must have
@@ -104,11 +137,13 @@ func (p *Pages) PageSize() int { return p.v.PageSize }
 func (p *Pages) PageCount() int64 { return p.v.Pages }
 
 // PageAddr returns the address of page n's chunk (1-based).
+// A version opened by its page image reads its page map first.
 func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
-	if n < 1 || n > int64(len(p.addrs)) {
+	addrs, err := p.pageAddrs(context.Background())
+	if err != nil || n < 1 || n > int64(len(addrs)) {
 		return addr.Addr{}, false
 	}
-	return p.addrs[n-1], true
+	return addrs[n-1], true
 }
 
 // Preloaded implements sqlitevfs.Preloader: page 1 and the interior
@@ -136,7 +171,11 @@ func (p *Pages) ReadPage(ctx context.Context, n int64, b []byte) error {
 	if p.img != nil && p.img.Read(int(n-1), b) {
 		return nil
 	}
-	data, err := p.c.Get(ctx, p.addrs[n-1])
+	addrs, err := p.pageAddrs(ctx)
+	if err != nil {
+		return err
+	}
+	data, err := p.c.Get(ctx, addrs[n-1])
 	if err != nil {
 		return err // names the chunk; the VFS adds the page
 	}
@@ -174,7 +213,11 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 		// it may be mapped already: reading them again costs little).
 		first, bs = first+int64(lo), bs[lo:]
 	}
-	return p.c.GetMany(ctx, p.addrs[first-1:first-1+int64(len(bs))], func(i int, data []byte) error {
+	addrs, err := p.pageAddrs(ctx)
+	if err != nil {
+		return err
+	}
+	return p.c.GetMany(ctx, addrs[first-1:first-1+int64(len(bs))], func(i int, data []byte) error {
 		n := first + int64(i)
 		if err := p.checkData(n, data); err != nil {
 			return err
@@ -198,7 +241,7 @@ func (p *Pages) check(first, n int64, b []byte) error {
 // checked it against its address).
 func (p *Pages) checkData(n int64, data []byte) error {
 	if len(data) != p.v.PageSize {
-		return fmt.Errorf("%w: chunk %s of page %d is %d bytes, not a %d-byte page", ErrBadMap, p.addrs[n-1], n, len(data), p.v.PageSize)
+		return fmt.Errorf("%w: chunk %s of page %d is %d bytes, not a %d-byte page", ErrBadMap, addr.Of(data), n, len(data), p.v.PageSize)
 	}
 	return nil
 }

@@ -247,8 +247,9 @@ func startService(t testing.TB, s store.Store, memBytes int64) (*server.Cache, s
 }
 
 // serveOpenSet is the services' server.Config.OpenSet.
-func serveOpenSet(ctx context.Context, src server.ChunkSource, root addr.Addr) ([][]byte, int, error) {
-	return OpenSet(ctx, src, root)
+func serveOpenSet(ctx context.Context, src server.ChunkSource, root addr.Addr) (server.VersionSet, error) {
+	set, err := OpenSet(ctx, src, root)
+	return server.VersionSet{Chunks: set.Chunks, PagesFrom: set.PagesFrom, PageSize: set.PageSize, Pages: set.Pages}, err
 }
 
 func TestImportAndQueryTiers(t *testing.T) {
@@ -728,12 +729,12 @@ func TestAppendix(t *testing.T) {
 	// The version's open set (root, page map, page 1, interior pages)
 	// comes first in the file, so a service just started reads it in one
 	// range.
-	set, _, err := OpenSet(ctx, c, r2.Root)
+	set, err := OpenSet(ctx, c, r2.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inSet := map[addr.Addr]bool{}
-	for _, data := range set {
+	for _, data := range set.Chunks {
 		inSet[addr.Of(data)] = true
 	}
 	entries := tf.Entries() // in file order

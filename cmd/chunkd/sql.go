@@ -160,7 +160,7 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	}
 	var r sqlchunks.ChunkReader = c
 	if tf.serviceDir != "" { // a same-host service: its page image, no request per page
-		r = sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage))
+		r = sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage, c.OpenVersionImage))
 	}
 	if d.DB, err = sqlchunks.OpenVersion(ctx, r, root, &sqlitevfs.Options{ReadAhead: ra}); err != nil {
 		d.close()
@@ -370,6 +370,7 @@ func (rw *rowWriter) close() error {
 
 // openSet computes open sets for the cache service (server.Config.OpenSet):
 // the service knows nothing of SQLite; this binary wires sqlchunks in.
-func openSet(ctx context.Context, src server.ChunkSource, root addr.Addr) ([][]byte, int, error) {
-	return sqlchunks.OpenSet(ctx, src, root)
+func openSet(ctx context.Context, src server.ChunkSource, root addr.Addr) (server.VersionSet, error) {
+	set, err := sqlchunks.OpenSet(ctx, src, root)
+	return server.VersionSet{Chunks: set.Chunks, PagesFrom: set.PagesFrom, PageSize: set.PageSize, Pages: set.Pages}, err
 }
