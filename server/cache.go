@@ -52,6 +52,8 @@ type env struct {
 	disk    *disk
 	images  *images
 	health  *storeHealth
+	// storeTime is how long the store's ranged reads take, lately.
+	storeTime storeTime
 
 	ctx context.Context // canceled by Close: stops downloads and loads
 	wg  sync.WaitGroup  // downloads and background loads in flight

@@ -21,8 +21,65 @@ import (
 type download struct {
 	f       *os.File // set under table.mu once the temp file exists
 	arrived atomic.Int64
-	refs    int  // readers holding f (table.mu)
-	done    bool // the download ended (table.mu)
+	// begun is when the download asked the store for the file (set with
+	// f), flowing when its first bytes came (unix nanoseconds, 0 before),
+	// over once it stopped streaming, whichever way: with arrived, how
+	// soon the rest comes (await).
+	begun, flowing atomic.Int64
+	over           atomic.Bool
+	refs           int  // readers holding f (table.mu)
+	done           bool // the download ended (table.mu)
+}
+
+// await waits until the first end bytes of the file have arrived, as long
+// as the download should bring them sooner than a read of the store
+// would take (rtt, the store's recent average; 0, not known yet: no
+// wait), and reports whether they arrived. It waits rtt at most, so a
+// read that gives up on the download costs at most two store reads'
+// time; one that does not saves a round trip to the store for bytes
+// already on their way.
+func (dl *download) await(ctx context.Context, end int64, rtt time.Duration) bool {
+	if dl.arrived.Load() >= end {
+		return true
+	}
+	if rtt <= 0 {
+		return false
+	}
+	deadline := time.Now().Add(rtt)
+	for {
+		a := dl.arrived.Load()
+		if a >= end {
+			return true
+		}
+		now := time.Now()
+		if dl.over.Load() || dl.eta(a, end, now, rtt) > deadline.Sub(now) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// eta estimates how long until byte end arrives, arrived a at now: the
+// rest at the rate so far, or, before the first bytes, the store's first
+// byte about rtt after the download asked.
+func (dl *download) eta(a, end int64, now time.Time, rtt time.Duration) time.Duration {
+	f := dl.flowing.Load()
+	if f == 0 {
+		b := dl.begun.Load()
+		if b == 0 {
+			return time.Duration(1<<63 - 1) // waiting for a download slot: not soon
+		}
+		return time.Unix(0, b).Add(rtt).Sub(now)
+	}
+	flowed := now.Sub(time.Unix(0, f))
+	if a <= 0 || flowed <= 0 {
+		return 0
+	}
+	return time.Duration(float64(end-a) / float64(a) * float64(flowed))
 }
 
 // admission is what decides whether a miss starts a download (table.mu).
@@ -69,6 +126,17 @@ func (t *table) releaseDownload(dl *download) {
 	dl.refs--
 	if dl.done && dl.refs == 0 && dl.f != nil {
 		dl.f.Close()
+	}
+}
+
+// downloadAppendix starts the download of an appendix file (made to be
+// read whole) before a read through the store rather than after it, as
+// missed would: the file's first bytes then arrive about when that read
+// ends, so the reads that follow (a SQLite version's open set lies at the
+// start of its appendix) wait for the download rather than the store.
+func (t *table) downloadAppendix() {
+	if t.appendix.Load() {
+		t.missed(0)
 	}
 }
 
@@ -172,10 +240,13 @@ func (t *table) fetch(dl *download) (lc *localCopy, err error) {
 		}
 	}()
 	t.mu.Lock()
+	dl.begun.Store(time.Now().UnixNano())
 	dl.f = f
 	t.mu.Unlock()
 
-	if err := t.stream(dl, f); err != nil {
+	err = t.stream(dl, f)
+	dl.over.Store(true)
+	if err != nil {
 		return nil, err
 	}
 	var sums *tablefile.Sums
@@ -254,6 +325,9 @@ func (t *table) stream(dl *download, f *os.File) error {
 			}
 			if err := t.writeDownload(f, buf[:n], off, t.size-off, &freed); err != nil {
 				return fmt.Errorf("write %s: %w", f.Name(), err)
+			}
+			if off == 0 {
+				dl.flowing.Store(time.Now().UnixNano())
 			}
 			off += int64(n)
 			dl.arrived.Store(off)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chunkd/chunkd/store"
@@ -96,3 +97,20 @@ func (w watchedStore) Head(ctx context.Context, key string) (store.Info, error) 
 	w.observe(err)
 	return info, err
 }
+
+// storeTime keeps how long a ranged read of the store takes: a moving
+// average (weight 1/8) of the cache's own reads, which a read of a file
+// being downloaded weighs against waiting for the download
+// (download.await).
+type storeTime struct{ ns atomic.Int64 }
+
+func (s *storeTime) observe(d time.Duration) {
+	old := s.ns.Load()
+	if old == 0 {
+		s.ns.Store(int64(d))
+		return
+	}
+	s.ns.Store(old + (int64(d)-old)/8) // racing updates lose one: an estimate
+}
+
+func (s *storeTime) get() time.Duration { return time.Duration(s.ns.Load()) }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
@@ -168,7 +169,7 @@ func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, 
 	}
 	if dl := t.acquireDownload(); dl != nil {
 		var err error = errNotArrived
-		if int64(e.End()) <= dl.arrived.Load() {
+		if dl.await(ctx, int64(e.End()), t.env.storeTime.get()) {
 			_, err = dl.f.ReadAt(stored, int64(e.Offset))
 			m.diskReads.Inc()
 		}
@@ -188,9 +189,12 @@ func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, 
 	if t.env.cfg.Miss == NotFound {
 		return nil, api.TierStore, nil
 	}
+	t.downloadAppendix()
+	began := time.Now()
 	if _, err := (storeFile{t.env, t.key}).ReadAt(stored, int64(e.Offset)); err != nil {
 		return nil, 0, storeErr(err, "read chunk %s from %s", e.Addr, t.key)
 	}
+	t.env.storeTime.observe(time.Since(began))
 	data, err := t.prove(e, stored)
 	if err != nil {
 		return nil, 0, t.corruptInStore(err)
@@ -300,6 +304,13 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 			t.localFailed(lc, err)
 		}
 	} else if dl := t.acquireDownload(); dl != nil {
+		// Entries not arrived yet are waited for when the download brings
+		// the furthest sooner than the store would.
+		var furthest uint64
+		for _, e := range entries {
+			furthest = max(furthest, e.End())
+		}
+		dl.await(ctx, int64(furthest), t.env.storeTime.get())
 		arrived := uint64(dl.arrived.Load())
 		var partial []tablefile.Entry
 		remote = nil
@@ -343,6 +354,7 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 		}
 		return nil
 	}
+	t.downloadAppendix()
 	return t.readRemote(ctx, remote, fn)
 }
 
@@ -365,7 +377,11 @@ func (t *table) readRemote(ctx context.Context, entries []tablefile.Entry, fn fu
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			buf := make([]byte, r.Length)
+			began := time.Now()
 			n, err := e.store.ReadAt(rctx, t.key, buf, int64(r.Offset))
+			if err == nil {
+				e.storeTime.observe(time.Since(began))
+			}
 			e.metrics.storeRead(n)
 			results <- result{r, buf, err}
 		}(r)
