@@ -6,36 +6,47 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// threadNice reads the calling thread's nice value from /proc.
-func threadNice(t *testing.T) int {
+// threadPriority reads the nice value and scheduling policy of the
+// calling thread from /proc.
+func threadPriority(t *testing.T) (nice, policy int) {
 	b, err := os.ReadFile("/proc/thread-self/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fields after the command (which may hold spaces) in parentheses;
-	// nice is the 19th field of the line, the 17th after the command.
+	return statPriority(t, b)
+}
+
+// statPriority reads the nice value and scheduling policy from a
+// /proc/…/stat line: after the command (which may hold spaces) in
+// parentheses, nice is the 19th field of the line and policy the 41st.
+func statPriority(t *testing.T, b []byte) (nice, policy int) {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	n, err := strconv.Atoi(f[16])
+	nice, err := strconv.Atoi(f[16])
+	if err == nil {
+		policy, err = strconv.Atoi(f[38])
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return nice, policy
 }
 
 func TestInBackground(t *testing.T) {
 	ran := false
-	var nice int
+	var nice, policy int
 	inBackground(func() {
 		ran = true
-		nice = threadNice(t)
+		nice, policy = threadPriority(t)
 	})
-	if !ran || nice != 19 {
-		t.Fatalf("ran %v at nice %d, want 19", ran, nice)
+	if !ran || policy != unix.SCHED_IDLE {
+		t.Fatalf("ran %v under policy %d at nice %d, want SCHED_IDLE (%d)", ran, policy, nice, unix.SCHED_IDLE)
 	}
-	// The reniced thread exits with its goroutine (just after fn returns):
-	// soon none of the process's threads is left at nice 19 for other
+	// The thread exits with its goroutine (just after fn returns): soon
+	// none of the process's threads is left in the background for other
 	// goroutines to run on.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -44,13 +55,31 @@ func TestInBackground(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("threads %v still at nice 19", left)
+			t.Fatalf("threads %v still in the background", left)
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// reniced lists the process's threads at nice 19.
+// A thread kept in the background longer than its idle time goes from
+// SCHED_IDLE to nice 19, which has a share of a busy host's cores.
+func TestInBackgroundRaised(t *testing.T) {
+	var nice, policy int
+	inBackgroundFor(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if nice, policy = threadPriority(t); policy != unix.SCHED_IDLE || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}, 10*time.Millisecond)
+	if policy != unix.SCHED_NORMAL || nice != 19 {
+		t.Fatalf("after its idle time: policy %d at nice %d, want SCHED_NORMAL (%d) at 19", policy, nice, unix.SCHED_NORMAL)
+	}
+}
+
+// reniced lists the process's threads at nice 19 or under SCHED_IDLE.
 func reniced(t *testing.T) []string {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
@@ -62,7 +91,7 @@ func reniced(t *testing.T) []string {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); f[16] == "19" {
+		if nice, policy := statPriority(t, b); nice == 19 || policy == unix.SCHED_IDLE {
 			left = append(left, task.Name())
 		}
 	}
