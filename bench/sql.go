@@ -370,8 +370,8 @@ func sqlTiers(rep *Report, queries []sqlQuery, results sqlResults) string {
 func firstLookup(rep *Report, q sqlQuery, results sqlResults) string {
 	var t strings.Builder
 	t.WriteString("The requests a new client made from its open to the end of its first point lookup, and the wall time of both (median over runs). " +
-		"The service's requests are made one after the other (root or open set, page image, pages); so are the store's manifest read, root chunk, page map levels and pages, while the store's index reads of one manifest run in parallel. " +
-		"On the same host the client also reads the store's manifest and the service's local file indexes in the background (for pages the image lacks); no read waits on that.\n\n")
+		"The service's requests are made one after the other (the page image of the version by its root on the same host; else the open set, then pages); so are the store's manifest read, root chunk, page map levels and pages, while the store's index reads of one manifest run in parallel. " +
+		"A same-host client reads the store's manifest and the service's local file indexes only once it must read a page the image lacks (in the background: no read waits on that).\n\n")
 	t.WriteString("| path | wall time | service requests | store: manifest reads | store: index reads | store: chunk reads |\n|---|--:|--:|--:|--:|--:|\n")
 	for _, p := range sqlPaths[1:] {
 		rs := results[sqlKey{q.cs, p.name}]

@@ -326,14 +326,11 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 			c.Close()
 			return nil, err
 		}
-	case o.LocalDir != "":
-		// The service's files on this host are found through the
-		// manifest: load it now (reads go to the service meanwhile).
-		c.st.startLoad()
 	default:
 		// The root comes from the service, and so do the chunks: the
 		// store is read (its manifest first) only when the service fails
-		// or is slow.
+		// or is slow, or, with LocalDir, at the first chunk read, to find
+		// the service's files on this host (localTables).
 	}
 	return c, nil
 }

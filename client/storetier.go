@@ -41,10 +41,16 @@ type storeTier struct {
 }
 
 // localTables returns the table files opened from Options.LocalDir, as
-// far as the store tier has loaded them; it does not wait.
+// far as the store tier has loaded them; it does not wait. The first call
+// starts the load (Open does not: a same-host client whose pages all come
+// from a page image never needs the files, and loading their indexes
+// would only take a core from its reads).
 func (s *storeTier) localTables(ctx context.Context) []*table {
 	s.mu.Lock()
 	cur := s.cur
+	if cur == nil && s.mdb != nil && s.c.svc != nil {
+		s.startLoadLocked()
+	}
 	s.mu.Unlock()
 	if cur == nil {
 		// Not loaded yet: the files the first load found, if it has got
@@ -228,13 +234,6 @@ func (s *storeTier) current(ctx context.Context) (*snapshot, error) {
 		return s.cur, nil
 	}
 	return nil, s.loadErr
-}
-
-// startLoad starts loading the database in the background.
-func (s *storeTier) startLoad() {
-	s.mu.Lock()
-	s.startLoadLocked()
-	s.mu.Unlock()
 }
 
 // startLoadLocked starts a load unless one is running or done, and
