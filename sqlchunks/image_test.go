@@ -39,6 +39,15 @@ type sameHost struct {
 	handler atomic.Pointer[http.Handler]
 }
 
+// sameHostImport imports a generated database (seed) as "img" and starts
+// a same-host service over it: the plain file's connection and the host.
+func sameHostImport(t *testing.T, seed, imageBytes int64) (*sql.DB, *sameHost) {
+	s := newFolder(t)
+	path := genDB(t, seed)
+	importFile(t, s, path, ImportOptions{DB: "img", Message: "first"})
+	return plainDB(t, path), startSameHost(t, s, imageBytes)
+}
+
 func startSameHost(t *testing.T, s store.Store, imageBytes int64) *sameHost {
 	h := &sameHost{s: s, dir: t.TempDir(), cfg: server.Config{Store: s, NoFsync: true, Logger: quietLog(), ImageBytes: imageBytes, OpenSet: serveOpenSet}}
 	h.start(t)
@@ -76,16 +85,23 @@ func (h *sameHost) stop() {
 	}
 }
 
-// open opens the head of db as a fresh same-host process would, with the
-// page image.
-func (h *sameHost) open(t *testing.T, db string) (*client.Client, *sql.DB) {
+// client is a fresh same-host process's client of db. (Each process reads
+// its own pages: SQLite's page cache is per connection, and the client has
+// no memory tier.)
+func (h *sameHost) client(t *testing.T, db string) *client.Client {
 	t.Helper()
-	// (Each process reads its own pages: SQLite's page cache is per
-	// connection, and the client has no memory tier.)
 	c, err := client.Open(context.Background(), client.Options{Store: h.s, DB: db, Service: h.srv.URL, LocalDir: h.dir, MemBytes: -1, ServiceTimeout: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// open opens the head of db as a fresh same-host process would, with the
+// page image.
+func (h *sameHost) open(t *testing.T, db string) (*client.Client, *sql.DB) {
+	t.Helper()
+	c := h.client(t, db)
 	d, err := OpenVersion(context.Background(), WithImages(c, ImagesOf(c.OpenImage, c.OpenVersionImage)), addr.Addr{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +144,7 @@ func waitImage(t *testing.T, dir string) {
 // corrupted image page is caught and filled again; an evicted image and a
 // restarted service leave the client reading correctly.
 func TestPageImage(t *testing.T) {
-	s := newFolder(t)
-	path := genDB(t, 3)
-	importFile(t, s, path, ImportOptions{DB: "img", Message: "first"})
-	plain := plainDB(t, path)
-	h := startSameHost(t, s, 0)
+	plain, h := sameHostImport(t, 3, 0)
 	start := time.Now()
 	lap := func(what string) { t.Logf("%s: %v", what, time.Since(start)); start = time.Now() }
 
@@ -221,11 +233,7 @@ func TestPageImage(t *testing.T) {
 // TestPageImageMissing: without the service's directory, or with a budget
 // too small for the image, the same-host client reads through the tiers.
 func TestPageImageMissing(t *testing.T) {
-	s := newFolder(t)
-	path := genDB(t, 4)
-	importFile(t, s, path, ImportOptions{DB: "img", Message: "first"})
-	plain := plainDB(t, path)
-	h := startSameHost(t, s, 4096)          // an image of more than one page does not fit
+	plain, h := sameHostImport(t, 4, 4096)  // an image of more than one page does not fit
 	few := []string{queries[0], queries[5]} // reads through the service, page by page
 	c, d := h.open(t, "img")
 	// Without an image, page 1 and the interior pages come from the open
@@ -256,16 +264,9 @@ func TestPageImageMissing(t *testing.T) {
 // that names another version than asked is not used: the version opens
 // from its open set and reads right.
 func TestVersionImageLying(t *testing.T) {
-	s := newFolder(t)
-	path := genDB(t, 4)
-	importFile(t, s, path, ImportOptions{DB: "img", Message: "first"})
-	plain := plainDB(t, path)
-	h := startSameHost(t, s, 0)
+	plain, h := sameHostImport(t, 4, 0)
 	ctx := context.Background()
-	c, err := client.Open(ctx, client.Options{Store: h.s, DB: "img", Service: h.srv.URL, LocalDir: h.dir, MemBytes: -1, ServiceTimeout: -1, Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := h.client(t, "img")
 	defer c.Close()
 	head, err := Head(ctx, c)
 	if err != nil {
