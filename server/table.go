@@ -73,7 +73,7 @@ func openTable(ctx context.Context, d *database, o tableset.Object) (*table, err
 	}
 	t := newTable(d, o.Name, o.Key, o.Size, o.Appendix)
 	var err error
-	t.idx, err = tablefile.Open(storeFile{e, o.Key}, o.Size, &tablefile.Options{Tail: e.cfg.IndexTail, IndexHash: true})
+	t.idx, err = tablefile.Open(storeFile{e, o.Key}, o.Size, &tablefile.Options{Tail: tableset.IndexTail(o, e.cfg.IndexTail), IndexHash: true})
 	if err != nil {
 		return nil, fmt.Errorf("open index: %w", err)
 	}

@@ -61,6 +61,20 @@ type Object struct {
 	Size int64
 	// Appendix says the manifest names the file as an appendix file.
 	Appendix bool
+	// Chunks is the file's chunk count as the manifest gives it.
+	Chunks uint32
+}
+
+// IndexTail is how many bytes to read from the end of o in the first read
+// of its index (tablefile.Options.Tail): at least least, and enough for the
+// index of o's chunks as the manifest counts them (an index takes 28 bytes
+// a chunk in a classic table file, a few more in an archive), so a large
+// file's index comes in one read rather than a footer's read and then the
+// index's, a round trip to the store saved. Never more than the file, nor
+// than 16 MiB.
+func IndexTail(o Object, least int) int {
+	want := int64(o.Chunks)*32 + 4<<10
+	return int(max(int64(least), min(want, o.Size, 16<<20)))
 }
 
 // File is one open table file of a Set.
@@ -166,7 +180,7 @@ func (l *Loader[T]) Open(ctx context.Context, m *manifest.Manifest, have func(na
 			}
 		}
 		g.Go(func() error {
-			f, err := l.open(ctx, spec.Name, appendix[spec.Name])
+			f, err := l.open(ctx, spec.Name, spec.Chunks, appendix[spec.Name])
 			if err != nil {
 				failed[i] = &FileError{Name: spec.Name, Err: err}
 			}
@@ -192,14 +206,14 @@ func (l *Loader[T]) Open(ctx context.Context, m *manifest.Manifest, have func(na
 }
 
 // open finds one table file in the store and opens its index.
-func (l *Loader[T]) open(ctx context.Context, name string, appendix bool) (*File[T], error) {
+func (l *Loader[T]) open(ctx context.Context, name string, chunks uint32, appendix bool) (*File[T], error) {
 	rctx, cancel := l.request(ctx)
 	key, size, err := l.DB.ResolveTable(rctx, name)
 	cancel()
 	if err != nil {
 		return nil, l.timedOut(ctx, err)
 	}
-	o := Object{Name: name, Key: key, Size: size, Appendix: appendix}
+	o := Object{Name: name, Key: key, Size: size, Appendix: appendix, Chunks: chunks}
 	var (
 		idx *tablefile.Table
 		v   T
@@ -207,7 +221,7 @@ func (l *Loader[T]) open(ctx context.Context, name string, appendix bool) (*File
 	if l.OpenIndex != nil {
 		idx, v, err = l.OpenIndex(ctx, o)
 	} else {
-		idx, err = tablefile.Open(&storeReader{ctx: ctx, s: l.DB.Store(), key: key, timeout: l.Timeout}, size, &tablefile.Options{Tail: orDefault(l.IndexTail, DefaultIndexTail)})
+		idx, err = tablefile.Open(&storeReader{ctx: ctx, s: l.DB.Store(), key: key, timeout: l.Timeout}, size, &tablefile.Options{Tail: IndexTail(o, orDefault(l.IndexTail, DefaultIndexTail))})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("database %s: open table file %s: %w", l.DB, key, l.timedOut(ctx, err))

@@ -361,3 +361,50 @@ func TestLoadDefaultConcurrency(t *testing.T) {
 		t.Fatalf("%d requests at once, want 2..%d", n, tableset.DefaultConcurrency)
 	}
 }
+
+// A file whose index is larger than the loader's first read (here 4,000
+// chunks, an index of about 112 KiB against 64 KiB) is opened with one
+// ranged read all the same: the manifest's chunk count sizes it.
+func TestLoadReadsALargeIndexAtOnce(t *testing.T) {
+	ctx := context.Background()
+	fs := testdb.NewStore(t)
+	testdb.MustMake(t, fs, "db", testdb.Options{Files: 1, Chunks: 4000, ChunkSize: 64})
+	reads := &rangedReads{Store: fs}
+	mdb, err := manifest.Open(ctx, reads, "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &tableset.Loader[struct{}]{DB: mdb}
+	m, _, err := l.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads.n.Store(0)
+	set := l.Open(ctx, m, nil)
+	if len(set.Files) != 1 || len(set.Failed) != 0 {
+		t.Fatalf("%d files, failed %v", len(set.Files), set.Failed)
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Fatalf("%d ranged reads to open an index of %d chunks, want 1", n, set.Files[0].Chunks)
+	}
+	if got := tableset.IndexTail(tableset.Object{Chunks: 10, Size: 1 << 30}, 64<<10); got != 64<<10 {
+		t.Errorf("a small file's tail %d, want the least asked for", got)
+	}
+	if got := tableset.IndexTail(tableset.Object{Chunks: 1 << 30, Size: 100 << 20}, 64<<10); got != 16<<20 {
+		t.Errorf("a huge index's tail %d, want 16 MiB at most", got)
+	}
+	if got := tableset.IndexTail(tableset.Object{Chunks: 4000, Size: 100 << 10}, 64<<10); got != 100<<10 {
+		t.Errorf("tail %d of a 100 KiB file, want the whole file", got)
+	}
+}
+
+// rangedReads counts ranged reads (ReadAt).
+type rangedReads struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (r *rangedReads) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	r.n.Add(1)
+	return r.Store.ReadAt(ctx, key, p, off)
+}
