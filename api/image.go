@@ -135,18 +135,28 @@ func ReadImageRequest(r io.Reader) (slotSize int, addrs []addr.Addr, err error) 
 		return 0, nil, fmt.Errorf("%w: %d bytes is not a slot size and whole addresses", ErrBadImage, len(b))
 	}
 	slotSize = int(binary.BigEndian.Uint32(b))
-	if slotSize < 512 || slotSize > 64<<10 || slotSize&(slotSize-1) != 0 {
-		return 0, nil, fmt.Errorf("%w: slot size %d is not a power of two from 512 to 65536", ErrBadImage, slotSize)
-	}
 	n := (len(b) - 4) / addr.Size
-	if n == 0 || n > MaxImageSlots {
-		return 0, nil, fmt.Errorf("%w: %d slots (want 1 to %d)", ErrBadImage, n, MaxImageSlots)
+	if err := CheckImageShape(slotSize, n); err != nil {
+		return 0, nil, err
 	}
 	addrs = make([]addr.Addr, n)
 	for i := range addrs {
 		copy(addrs[i][:], b[4+i*addr.Size:])
 	}
 	return slotSize, addrs, nil
+}
+
+// CheckImageShape checks that an image of slots slots of slotSize bytes
+// is one a service keeps: a slot size that is a power of two from 512 to
+// 65536 (a SQLite page size), 1 to MaxImageSlots slots.
+func CheckImageShape(slotSize, slots int) error {
+	if slotSize < 512 || slotSize > 64<<10 || slotSize&(slotSize-1) != 0 {
+		return fmt.Errorf("%w: slot size %d is not a power of two from 512 to 65536", ErrBadImage, slotSize)
+	}
+	if slots < 1 || slots > MaxImageSlots {
+		return fmt.Errorf("%w: %d slots (want 1 to %d)", ErrBadImage, slots, MaxImageSlots)
+	}
+	return nil
 }
 
 // EncodeSlots is the body of a fill request.

@@ -1204,6 +1204,41 @@ func TestLocalDir(t *testing.T) {
 	}
 }
 
+// TestLocalDirLoadsLazilyOnce: a same-host client reads nothing from the
+// store at Open; its first chunk read starts the load of the manifest and
+// the local files' indexes, once: a store that fails is not asked again
+// on every read (the service answers them).
+func TestLocalDirLoadsLazilyOnce(t *testing.T) {
+	_, db, dir, url := serviceWithCopy(t)
+	down := store.NewCounting(downStore{})
+	c := open(t, Options{Store: down, DB: "db1", Service: url, LocalDir: dir, MemBytes: -1})
+	if n := down.Requests(); n != 0 {
+		t.Fatalf("Open made %d store requests, want none", n)
+	}
+	for _, a := range db.Files[1].Addrs {
+		get(t, c, db, a)
+		time.Sleep(time.Millisecond) // a failed load has ended before the next read
+	}
+	if n := down.Requests(); n != 2 {
+		t.Fatalf("%d store requests over %d reads, want the one load's (the manifest and its sidecar)", n, len(db.Files[1].Addrs))
+	}
+}
+
+// downStore is a store that answers every request with an error.
+type downStore struct{ store.Store }
+
+func (downStore) Get(context.Context, string) ([]byte, error) { return nil, errors.New("store down") }
+func (downStore) Head(context.Context, string) (store.Info, error) {
+	return store.Info{}, errors.New("store down")
+}
+func (downStore) ReadAt(context.Context, string, []byte, int64) (int, error) {
+	return 0, errors.New("store down")
+}
+func (downStore) Open(context.Context, string) (io.ReadCloser, store.Info, error) {
+	return nil, store.Info{}, errors.New("store down")
+}
+func (downStore) String() string { return "down" }
+
 // TestLocalDirChecks: a local copy is opened with the sums the service
 // wrote when it verified the file; its records are CRC-checked against
 // them (a record that fails is read from the store), and a copy that is

@@ -29,23 +29,20 @@ import (
 // mapping. The service fills slots in the
 // background and on request, only with bytes it proved against their
 // addresses; the client reads a slot only when its entry says it is filled
-// and its bytes match the entry's CRC-32C, and asks the service to fill
-// the others (Fill), whose answers it hashes.
+// and its bytes match the entry's CRC-32C, and reads the others through
+// its other tiers.
 //
 // A slot whose bytes fail their CRC (rot since the service wrote it) is
 // reported absent, and filled again by the service in the background.
 // An Image is safe for concurrent use. It stays readable after the service
-// evicts it or restarts (the mapped bytes never change); Fill then fails
-// with ErrImageGone, and the caller registers the image again.
+// evicts it or restarts (the mapped bytes never change); a repair then
+// fails with ErrImageGone, and the next open registers the image again.
 type Image struct {
 	c        *Client
 	svc      *httpService
 	name     string
 	slots    int
 	slotSize int
-	// addrs are the slots' chunk addresses, which Fill checks answers
-	// against; nil for an image opened by version (OpenVersionImage).
-	addrs []addr.Addr
 	// data is the .img file, open (it stays readable after the service
 	// removes it) and mapped read-only (mapped). A slot's first read in
 	// this process is a pread, its later ones a copy from the mapping
@@ -92,12 +89,7 @@ func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr)
 	if info.Name != name || info.Slots != len(addrs) || info.SlotSize != slotSize {
 		return nil, fmt.Errorf("client: cache service %s registered image %+v for %d slots of %d bytes named %s", h.base, info, len(addrs), slotSize, name)
 	}
-	im, err := c.mapImage(h, info)
-	if err != nil {
-		return nil, err
-	}
-	im.addrs = addrs
-	return im, nil
+	return c.mapImage(h, info)
 }
 
 // OpenVersionImage asks the same-host cache service for the page image of
@@ -108,7 +100,7 @@ func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr)
 // map to read, prove or hash into a name. It returns the version's root
 // and root chunk, which the caller checks hash to each other, and the
 // image, whose shape (Slots, SlotSize) the caller checks against the
-// root chunk. The image knows no addresses: Fill is not for it.
+// root chunk.
 func (c *Client) OpenVersionImage(ctx context.Context, root addr.Addr) (addr.Addr, []byte, *Image, error) {
 	h, ok := c.svc.(*httpService)
 	if !ok || c.opts.LocalDir == "" {
@@ -127,8 +119,8 @@ func (c *Client) OpenVersionImage(ctx context.Context, root addr.Addr) (addr.Add
 	if err != nil || (!root.IsEmpty() && got != root) {
 		return addr.Addr{}, nil, nil, fmt.Errorf("client: cache service %s: page image of version %q, asked for %s", h.base, vi.Root, root)
 	}
-	if vi.Image.Slots < 1 || vi.Image.SlotSize < 1 || vi.Image.Slots > api.MaxImageSlots {
-		return addr.Addr{}, nil, nil, fmt.Errorf("client: cache service %s: page image %+v of version %s", h.base, vi.Image, got)
+	if err := api.CheckImageShape(vi.Image.SlotSize, vi.Image.Slots); err != nil {
+		return addr.Addr{}, nil, nil, fmt.Errorf("client: cache service %s: page image %+v of version %s: %w", h.base, vi.Image, got, err)
 	}
 	im, err := c.mapImage(h, vi.Image)
 	if err != nil {
@@ -290,8 +282,8 @@ func (im *Image) Filled() int {
 
 // repair has the service fill slot i again, in the background, one
 // repair at a time (others are dropped: a later read asks again). The
-// answer is not read (the service rewrote the slot; a later read checks
-// it as any), so an image without addresses is repaired too.
+// answer's bytes are not used (the service rewrote the slot; a later read
+// checks it as any).
 func (im *Image) repair(i int) {
 	if !im.repairing.CompareAndSwap(false, true) {
 		return
@@ -306,37 +298,6 @@ func (im *Image) repair(i int) {
 			return nil
 		})
 	}()
-}
-
-// ErrNoAddrs: Fill on an image opened by version (OpenVersionImage),
-// whose chunk addresses the client does not know, so could not check the
-// answer against.
-var ErrNoAddrs = errors.New("client: a page image opened by version has no addresses to check a fill against")
-
-// Fill asks the service for slots (at most api.MaxBatch), which it writes
-// into the image, and calls fn with each one's bytes, checked against its
-// address, from one goroutine; one request.
-func (im *Image) Fill(ctx context.Context, slots []int, fn func(slot int, data []byte)) error {
-	if im.addrs == nil {
-		return ErrNoAddrs
-	}
-	us := make([]uint32, len(slots))
-	for k, s := range slots {
-		us[k] = uint32(s)
-	}
-	got := 0
-	im.c.ctr.svcRequests.Add(1)
-	err := im.svc.fillImage(ctx, im.name, us, func(slot uint32, data []byte) error {
-		if int(slot) >= len(im.addrs) || addr.Of(data) != im.addrs[slot] {
-			im.c.ctr.svcBad.Add(1)
-			return fmt.Errorf("client: cache service %s: image %s slot %d: bytes that do not hash to chunk %s", im.svc.base, im.name, slot, im.addrs[min(int(slot), len(im.addrs)-1)])
-		}
-		got++
-		fn(int(slot), data)
-		return nil
-	})
-	im.c.ctr.imageFills.Add(int64(got))
-	return err
 }
 
 // Close unmaps the image. Reads must have ended.
@@ -399,7 +360,8 @@ func (h *httpService) jsonAnswer(req *http.Request, what string, v any, gone boo
 	return nil
 }
 
-// fillImage asks the service to fill slots and reads their bytes.
+// fillImage asks the service to fill slots and reads their bytes
+// (unchecked: fn must not pass them on).
 func (h *httpService) fillImage(ctx context.Context, name string, slots []uint32, fn func(slot uint32, data []byte) error) error {
 	req, err := h.newRequest(ctx, http.MethodPost, api.ImageFillPath(h.db, name), bytes.NewReader(api.EncodeSlots(slots)))
 	if err != nil {

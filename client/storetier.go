@@ -25,6 +25,10 @@ type storeTier struct {
 	cur     *snapshot     // nil until the first load succeeds
 	loading chan struct{} // closed when the running load ends; nil if none runs
 	loadErr error         // the last load's error
+	// localAsked is set when localTables first started a load: it starts
+	// one, once, as Open used to (a store that fails is not asked again
+	// on every read; store reads retry through current).
+	localAsked bool
 
 	refreshMu sync.Mutex // one Refresh at a time
 
@@ -48,7 +52,8 @@ type storeTier struct {
 func (s *storeTier) localTables(ctx context.Context) []*table {
 	s.mu.Lock()
 	cur := s.cur
-	if cur == nil && s.mdb != nil && s.c.svc != nil {
+	if cur == nil && !s.localAsked && s.mdb != nil && s.c.svc != nil {
+		s.localAsked = true
 		s.startLoadLocked()
 	}
 	s.mu.Unlock()

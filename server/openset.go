@@ -112,8 +112,8 @@ func (c *Cache) VersionImage(ctx context.Context, db string, root addr.Addr, fre
 	if err != nil {
 		return api.VersionImage{}, err
 	}
-	if n := len(set.Pages); n == 0 || n > api.MaxImageSlots || set.PageSize < 512 || set.PageSize > 64<<10 {
-		return api.VersionImage{}, errorf(KindBadRequest, nil, "database %q, version %s: no page image of %d pages of %d bytes", db, root, n, set.PageSize)
+	if err := api.CheckImageShape(set.PageSize, len(set.Pages)); err != nil {
+		return api.VersionImage{}, errorf(KindBadRequest, err, "database %q, version %s: no page image of %d pages of %d bytes", db, root, len(set.Pages), set.PageSize)
 	}
 	info, err := c.registerImage(ctx, db, set.image, set.PageSize, set.Pages)
 	if err != nil {
