@@ -109,7 +109,7 @@ type inproc struct {
 	name  string
 	cache *server.Cache
 	url   string
-	hs    *http.Server
+	hs    *server.HTTP1
 	gs    *grpc.Server
 	gconn *grpc.ClientConn
 	gc    chunkpb.ChunkCacheClient
@@ -131,7 +131,8 @@ func startInproc(name string, cfg server.Config) (*inproc, error) {
 		return nil, err
 	}
 	s.url = "http://" + hl.Addr().String()
-	s.hs = &http.Server{Handler: server.NewHandler(c, reg), ReadHeaderTimeout: 10 * time.Second}
+	router := server.NewHandler(c, reg)
+	s.hs = &server.HTTP1{Server: &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}, Fast: server.ChunkReads(router)}
 	go s.hs.Serve(hl)
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

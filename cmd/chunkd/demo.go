@@ -136,7 +136,8 @@ func demoService(s store.Store, cacheDir string) (*server.Cache, string, func(),
 		cache.Close()
 		return nil, "", nil, err
 	}
-	srv := &http.Server{Handler: server.NewHandler(cache, reg)}
+	router := server.NewHandler(cache, reg)
+	srv := &server.HTTP1{Server: &http.Server{Handler: router}, Fast: server.ChunkReads(router)}
 	go srv.Serve(lis)
 	return cache, "http://" + lis.Addr().String(), func() {
 		srv.Close()

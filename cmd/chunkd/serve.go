@@ -148,15 +148,18 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	reloadOnHUP(&sec, authz, log, stopHUP)
 	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: *clientTimeout, IdleTimeout: 5 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	// Reads of one chunk are answered on their connection's goroutine;
+	// every other request goes on to httpSrv (server.HTTP1).
+	http1 := &server.HTTP1{Server: httpSrv, Fast: server.ChunkReads(router)}
 	errc := make(chan error, 3)
-	go func() { errc <- httpSrv.Serve(hl) }()
+	go func() { errc <- http1.Serve(hl) }()
 
 	var grpcSrv *grpc.Server
 	grpcAddr := "-"
 	if *grpcListen != "" {
 		gl, err := net.Listen("tcp", *grpcListen)
 		if err != nil {
-			httpSrv.Close()
+			http1.Close()
 			cache.Close()
 			return err
 		}
@@ -167,7 +170,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	doltAddr, err := dolt.serve(grpcAddr, grpcOpts, errc)
 	if err != nil {
-		httpSrv.Close()
+		http1.Close()
 		if grpcSrv != nil {
 			grpcSrv.Stop()
 		}
@@ -181,14 +184,14 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	warnExposed(log, "gRPC", *grpcListen, tlsCfg != nil, authz != nil)
 	warnExposed(log, "the Dolt remote's gRPC", *dolt.listen, tlsCfg != nil, authz != nil)
 
-	return serveUntilDone(ctx, log, errc, httpSrv, grpcSrv, dolt, cache)
+	return serveUntilDone(ctx, log, errc, http1, grpcSrv, dolt, cache)
 }
 
 // serveUntilDone waits until ctx ends or a server fails (its error on
 // errc), then stops the servers, letting requests in flight finish for
 // up to 30 seconds, and closes the cache. A server that stopped on its
 // own is an error.
-func serveUntilDone(ctx context.Context, log *slog.Logger, errc <-chan error, httpSrv *http.Server, grpcSrv *grpc.Server, dolt *serveDolt, cache *server.Cache) error {
+func serveUntilDone(ctx context.Context, log *slog.Logger, errc <-chan error, httpSrv *server.HTTP1, grpcSrv *grpc.Server, dolt *serveDolt, cache *server.Cache) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests")

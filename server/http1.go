@@ -1,0 +1,693 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chunkd/chunkd/api"
+	"golang.org/x/net/http/httpguts"
+)
+
+// HTTP1 serves the HTTP API on a listener: plain HTTP/1.1 requests that
+// Fast picks (reads of one chunk) it answers itself, on the goroutine of
+// their connection; at the first request it does not pick, it hands the
+// connection, with what it has read of it, to Server, which serves the
+// rest of its life. TLS connections go to Server as they come (HTTP/2
+// included).
+//
+// Why: for every request on a kept-alive connection, net/http starts a
+// goroutine that waits for the next request and, when the handler
+// returns, wakes it through a read deadline in the past; each is a
+// wake-up of another goroutine, often on another thread. On this
+// project's 2-core VM a bare net/http server answered 16 KiB at a p50 of
+// 130–180 µs to another process where a loop that reads the request and
+// writes the answer on one goroutine took 87–95 µs, and nginx 105–113.
+//
+// What a fast request sees is what net/http would give it: the same
+// Handler (so tokens, routes and metrics are the same), an *http.Request
+// with its method, path, headers, Host, RemoteAddr and a context that
+// ends when the handler returns. What the fast path does not take is
+// handed over untouched: another method, a query, a body, Expect,
+// Upgrade, Connection: close, HTTP/1.0, a header folded or not plain, a
+// head larger than its buffer. An answer is sent when the handler
+// returns, or as it writes when it has set Content-Length.
+type HTTP1 struct {
+	// Server serves the connections handed over, and its Handler answers
+	// the fast requests too. Its IdleTimeout (else ReadTimeout) bounds the
+	// wait for a connection's next request, its ReadHeaderTimeout (else
+	// ReadTimeout) the read of a request's head, and its ErrorLog gets the
+	// panics of handlers.
+	Server *http.Server
+	// Fast reports whether a request is answered on the fast path. It is
+	// asked only of GETs without a body that need nothing of the
+	// connection.
+	Fast func(*http.Request) bool
+
+	mu      sync.Mutex
+	closing bool
+	lns     []net.Listener
+	conns   map[*http1Conn]struct{}
+	handoff *handoffListener
+	wg      sync.WaitGroup
+}
+
+// ChunkReads is the Fast of the service's API: GET one chunk
+// (api.PatternChunk) on router.
+func ChunkReads(router Router) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		_, pattern := router.Handler(r)
+		return pattern == api.PatternChunk
+	}
+}
+
+// http1HeadMax is how large a request head the fast path reads; a larger
+// one is handed over (net/http takes heads up to 1 MiB).
+const http1HeadMax = 4 << 10
+
+// Serve accepts connections on ln until ln fails or Shutdown or Close
+// is called; then it returns http.ErrServerClosed.
+func (s *HTTP1) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return http.ErrServerClosed
+	}
+	if s.handoff == nil {
+		s.handoff = &handoffListener{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+		s.conns = make(map[*http1Conn]struct{})
+		go s.Server.Serve(s.handoff) // ends when Shutdown or Close closes the handoff
+
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// Out of files, say: wait, as net/http does, then accept again.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.logf("http: accept error: %v; retrying in %v", err, delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		if _, ok := nc.(*tls.Conn); ok {
+			s.handoff.give(nc)
+			continue
+		}
+		c := &http1Conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, http1HeadMax), remote: nc.RemoteAddr().String()}
+		if !s.track(c) {
+			nc.Close()
+			return http.ErrServerClosed
+		}
+		go c.serve()
+	}
+}
+
+// isTemporary reports what net/http's Serve retries after.
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+func (s *HTTP1) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+func (s *HTTP1) track(c *http1Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *HTTP1) untrack(c *http1Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+func (s *HTTP1) logf(format string, args ...any) {
+	if l := s.Server.ErrorLog; l != nil {
+		l.Printf(format, args...)
+	}
+}
+
+// Shutdown stops accepting, closes the fast path's idle connections and
+// those that become idle, waits for their requests in flight, then shuts
+// Server down (the connections handed over), all within ctx.
+func (s *HTTP1) Shutdown(ctx context.Context) error {
+	conns := s.stop()
+	for _, c := range conns {
+		c.closeIdle()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		for _, c := range conns {
+			c.nc.Close()
+		}
+	}
+	return s.Server.Shutdown(ctx)
+}
+
+// Close closes the listeners and every connection now, like
+// http.Server.Close.
+func (s *HTTP1) Close() error {
+	for _, c := range s.stop() {
+		c.nc.Close()
+	}
+	return s.Server.Close()
+}
+
+// stop marks s closing, closes its listeners and returns its fast
+// connections.
+func (s *HTTP1) stop() []*http1Conn {
+	s.mu.Lock()
+	s.closing = true
+	lns := s.lns
+	s.lns = nil
+	conns := make([]*http1Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return conns
+}
+
+// idleTimeout and headTimeout are net/http's choices from Server's
+// fields.
+func (s *HTTP1) idleTimeout() time.Duration {
+	if s.Server.IdleTimeout != 0 {
+		return s.Server.IdleTimeout
+	}
+	return s.Server.ReadTimeout
+}
+
+func (s *HTTP1) headTimeout() time.Duration {
+	if s.Server.ReadHeaderTimeout != 0 {
+		return s.Server.ReadHeaderTimeout
+	}
+	return s.Server.ReadTimeout
+}
+
+// http1Conn is one connection on the fast path.
+type http1Conn struct {
+	s      *HTTP1
+	nc     net.Conn
+	br     *bufio.Reader
+	remote string
+	ctx    context.Context // the connection's: Server and local address, as net/http gives
+	head   []byte          // the answer's head, built again for each answer
+	hdr    http.Header     // the answer's header, cleared for each answer
+
+	mu      sync.Mutex // guards idle and closing against Shutdown
+	idle    bool       // waiting for the first byte of a request
+	closing bool       // Shutdown: close once idle
+}
+
+// closeIdle makes c close once it is idle, now if it is.
+func (c *http1Conn) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closing = true
+	if c.idle {
+		c.nc.SetReadDeadline(time.Unix(1, 0)) // wakes its wait for a request
+	}
+}
+
+var errHandOver = errors.New("not for the fast path")
+
+func (c *http1Conn) serve() {
+	defer c.s.untrack(c)
+	c.ctx = context.WithValue(context.WithValue(context.Background(), http.ServerContextKey, c.s.Server), http.LocalAddrContextKey, c.nc.LocalAddr())
+	c.hdr = make(http.Header, 4)
+	for {
+		if !c.waitRequest() {
+			c.nc.Close()
+			return
+		}
+		n, req, err := c.readRequest()
+		if errors.Is(err, errHandOver) || err == nil && !c.s.Fast(req) {
+			c.s.handoff.give(&handedConn{Conn: c.nc, r: c.br})
+			return
+		}
+		if err != nil { // the client left or was too slow: net/http would close too
+			c.nc.Close()
+			return
+		}
+		c.br.Discard(n)
+		if !c.answer(req) {
+			c.nc.Close()
+			return
+		}
+	}
+}
+
+// waitRequest waits for the first byte of the next request, up to the
+// idle timeout; false when there is none to serve (the client closed,
+// the wait timed out, Shutdown).
+func (c *http1Conn) waitRequest() bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	c.idle = true
+	var deadline time.Time
+	if d := c.s.idleTimeout(); d > 0 {
+		deadline = time.Now().Add(d)
+	}
+	c.nc.SetReadDeadline(deadline)
+	c.mu.Unlock()
+	_, err := c.br.Peek(1)
+	c.mu.Lock()
+	c.idle = false
+	c.mu.Unlock()
+	return err == nil
+}
+
+// readRequest reads the head of a request that has begun to arrive and
+// parses it, consuming nothing: it returns the head's length and the
+// request, errHandOver for a request the fast path does not take, or the
+// connection's error.
+func (c *http1Conn) readRequest() (int, *http.Request, error) {
+	timed := false
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if n := headEnd(buf); n > 0 {
+			if timed {
+				c.nc.SetReadDeadline(time.Time{})
+			}
+			req, err := c.parse(buf[:n])
+			return n, req, err
+		}
+		if len(buf) >= http1HeadMax {
+			return 0, nil, errHandOver
+		}
+		if !timed {
+			timed = true
+			var deadline time.Time
+			if d := c.s.headTimeout(); d > 0 {
+				deadline = time.Now().Add(d)
+			}
+			c.nc.SetReadDeadline(deadline)
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// headEnd returns the length of the request head at the start of b (up
+// to and with its empty line), or 0 while b does not hold all of it. A
+// line ended by a bare LF ends the head as net/http reads it; parse then
+// hands it over.
+func headEnd(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return 0
+		}
+		i += j + 1
+		switch {
+		case i < len(b) && b[i] == '\n':
+			return i + 1
+		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
+			return i + 2
+		}
+	}
+}
+
+// parse reads a request head the fast path takes: "GET /plain/path
+// HTTP/1.1", one plain Host, headers in plain "Name: value" lines, none
+// that asks for a body, an expectation, an upgrade or the connection's
+// end. Anything else is errHandOver, for net/http to answer as it does.
+func (c *http1Conn) parse(head []byte) (*http.Request, error) {
+	line, rest, ok := cutLine(head)
+	if !ok {
+		return nil, errHandOver
+	}
+	path, ok := bytes.CutPrefix(line, []byte("GET "))
+	if !ok {
+		return nil, errHandOver
+	}
+	path, ok = bytes.CutSuffix(path, []byte(" HTTP/1.1"))
+	if !ok || len(path) == 0 || path[0] != '/' || !plainPath(path) {
+		return nil, errHandOver
+	}
+	hdr := make(http.Header, 4)
+	host := ""
+	for {
+		line, rest, ok = cutLine(rest)
+		if !ok {
+			return nil, errHandOver
+		}
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || len(name) == 0 || !httpguts.ValidHeaderFieldName(string(name)) {
+			return nil, errHandOver
+		}
+		v := string(bytes.Trim(value, " \t"))
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return nil, errHandOver
+		}
+		key := textproto.CanonicalMIMEHeaderKey(string(name))
+		switch key {
+		case "Host":
+			if host != "" || v == "" || !httpguts.ValidHostHeader(v) {
+				return nil, errHandOver
+			}
+			host = v
+			continue // net/http moves it to Request.Host too
+		case "Content-Length":
+			if v != "0" {
+				return nil, errHandOver
+			}
+		case "Connection":
+			if !strings.EqualFold(v, "keep-alive") {
+				return nil, errHandOver
+			}
+		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
+			return nil, errHandOver
+		}
+		hdr[key] = append(hdr[key], v)
+	}
+	if host == "" {
+		return nil, errHandOver
+	}
+	p := string(path)
+	return &http.Request{Method: http.MethodGet, URL: &url.URL{Path: p}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: hdr, Body: http.NoBody, Host: host, RemoteAddr: c.remote, RequestURI: p}, nil
+}
+
+// cutLine cuts b after its first CRLF; false if b has none or a bare LF
+// comes first.
+func cutLine(b []byte) (line, rest []byte, ok bool) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 || b[i-1] != '\r' {
+		return nil, nil, false
+	}
+	return b[:i-1], b[i+1:], true
+}
+
+// plainPath reports whether p is letters, digits, -._~ and /: a path that
+// means the same escaped or not, with no query.
+func plainPath(p []byte) bool {
+	for _, c := range p {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-' || c == '.' || c == '_' || c == '~' || c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// answer runs the handler for req and sends its answer; false when the
+// connection must close (it failed, the handler panicked or wrote other
+// than the length it declared).
+func (c *http1Conn) answer(req *http.Request) (keep bool) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	clear(c.hdr)
+	w := &http1Writer{c: c, hdr: c.hdr, length: -1}
+	defer func() {
+		if p := recover(); p != nil {
+			keep = false
+			if p != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.s.logf("http: panic serving %v: %v\n%s", c.remote, p, buf)
+			}
+		}
+	}()
+	c.s.Server.Handler.ServeHTTP(w, req.WithContext(ctx))
+	return w.finish()
+}
+
+// http1Writer is the http.ResponseWriter of a fast request.
+type http1Writer struct {
+	c       *http1Conn
+	hdr     http.Header
+	code    int
+	sent    bool   // the head is sent
+	length  int64  // the Content-Length declared, -1 if none
+	written int64  // body bytes sent
+	body    []byte // the body kept until the end when no length was declared
+	err     error  // the connection's write error
+}
+
+func (w *http1Writer) Header() http.Header { return w.hdr }
+
+func (w *http1Writer) WriteHeader(code int) {
+	if w.sent || w.code != 0 || code < 200 { // net/http also ignores a second call; 1xx answers are not sent here
+		return
+	}
+	w.code = code
+}
+
+func (w *http1Writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	if !bodyAllowed(w.code) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if !w.sent {
+		w.length = w.declared()
+		if w.length < 0 { // kept whole, to send with its length at the end
+			w.body = append(w.body, p...)
+			return len(p), nil
+		}
+		if int64(len(p)) > w.length {
+			return 0, http.ErrContentLength
+		}
+		w.sendHead(p)
+		bufs := net.Buffers{w.c.head, p}
+		if _, err := bufs.WriteTo(w.c.nc); err != nil {
+			w.err = err
+			return 0, err
+		}
+		w.written = int64(len(p))
+		return len(p), nil
+	}
+	if w.written+int64(len(p)) > w.length {
+		return 0, http.ErrContentLength
+	}
+	n, err := w.c.nc.Write(p)
+	w.written += int64(n)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// declared is the Content-Length the handler set, -1 if none.
+func (w *http1Writer) declared() int64 {
+	if cl := w.hdr.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return -1
+}
+
+// Flush does nothing: an answer with a declared length is already sent
+// as written, one without is sent whole at the end.
+func (w *http1Writer) Flush() {}
+
+// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
+func (w *http1Writer) SetReadDeadline(t time.Time) error  { return w.c.nc.SetReadDeadline(t) }
+func (w *http1Writer) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// finish sends what the handler left unsent; false when the connection
+// cannot carry another request.
+func (w *http1Writer) finish() bool {
+	if w.err != nil {
+		return false
+	}
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	if !w.sent {
+		switch {
+		case !bodyAllowed(w.code):
+			w.hdr.Del("Content-Length")
+			w.body = nil
+		case w.body != nil || w.declared() < 0:
+			w.hdr.Set("Content-Length", strconv.Itoa(len(w.body)))
+			w.length = int64(len(w.body))
+		default: // a length declared, nothing written: sent, then closed as net/http does
+			w.length = w.declared()
+		}
+		w.sendHead(w.body)
+		bufs := net.Buffers{w.c.head, w.body}
+		if _, err := bufs.WriteTo(w.c.nc); err != nil {
+			return false
+		}
+		w.written = int64(len(w.body))
+	}
+	return !bodyAllowed(w.code) || w.written == w.length
+}
+
+// bodyAllowed is net/http's rule: no body for 1xx, 204 and 304.
+func bodyAllowed(code int) bool {
+	return (code < 100 || code > 199) && code != http.StatusNoContent && code != http.StatusNotModified
+}
+
+// sendHead builds the answer's head in c.head: the status line, the
+// handler's headers, a Date and, as net/http does, a Content-Type
+// sniffed from the body when the handler set none.
+func (w *http1Writer) sendHead(body []byte) {
+	w.sent = true
+	h := w.c.head[:0]
+	h = append(h, "HTTP/1.1 "...)
+	h = strconv.AppendInt(h, int64(w.code), 10)
+	h = append(h, ' ')
+	h = append(h, http.StatusText(w.code)...)
+	h = append(h, "\r\n"...)
+	if _, ok := w.hdr["Content-Type"]; !ok && bodyAllowed(w.code) && len(body) > 0 {
+		w.hdr.Set("Content-Type", http.DetectContentType(body))
+	}
+	if _, ok := w.hdr["Date"]; !ok {
+		h = append(h, "Date: "...)
+		h = append(h, httpDate()...)
+		h = append(h, "\r\n"...)
+	}
+	for k, vs := range w.hdr {
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue // net/http drops these too
+		}
+		for _, v := range vs {
+			h = append(h, k...)
+			h = append(h, ": "...)
+			h = appendHeaderValue(h, v)
+			h = append(h, "\r\n"...)
+		}
+	}
+	w.c.head = append(h, "\r\n"...)
+}
+
+// appendHeaderValue appends v with CR and LF as spaces and trimmed, as
+// net/http writes header values.
+func appendHeaderValue(h []byte, v string) []byte {
+	v = strings.TrimSpace(v)
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		h = append(h, c)
+	}
+	return h
+}
+
+// date is the Date header's value, made again once a second.
+var date atomic.Pointer[dateValue]
+
+type dateValue struct {
+	sec int64
+	s   string
+}
+
+func httpDate() string {
+	now := time.Now()
+	if d := date.Load(); d != nil && d.sec == now.Unix() {
+		return d.s
+	}
+	d := &dateValue{sec: now.Unix(), s: now.UTC().Format(http.TimeFormat)}
+	date.Store(d)
+	return d.s
+}
+
+// handoffListener is the listener Server serves the connections handed
+// over on.
+type handoffListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// give hands c to Server, or closes it when Server no longer serves.
+func (l *handoffListener) give(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+// handedConn is a connection handed over: it reads first what the fast
+// path read but did not consume.
+type handedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (h *handedConn) Read(p []byte) (int, error) { return h.r.Read(p) }
+
+// CloseWrite lets net/http half-close the connection as it does its own.
+func (h *handedConn) CloseWrite() error {
+	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("close write: not supported by %T", h.Conn)
+}

@@ -1,0 +1,344 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// http1Pair serves one handler twice: by a plain net/http server and by
+// HTTP1 with fast as its Fast. handed counts the connections HTTP1 handed
+// over to its net/http server.
+type http1Pair struct {
+	plain, fast string // host:port
+	h1          *HTTP1
+	handed      atomic.Int64
+}
+
+func newHTTP1Pair(t *testing.T, h http.Handler, fast func(*http.Request) bool) *http1Pair {
+	t.Helper()
+	p := &http1Pair{}
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
+	}
+	lp, lf := listen(), listen()
+	plain := &http.Server{Handler: h, ErrorLog: quietLog()}
+	go plain.Serve(lp) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { plain.Close() })
+	p.h1 = &HTTP1{Fast: fast, Server: &http.Server{Handler: h, ErrorLog: quietLog(), ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			p.handed.Add(1)
+		}
+	}}}
+	go p.h1.Serve(lf) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { p.h1.Close() })
+	p.plain, p.fast = lp.Addr().String(), lf.Addr().String()
+	return p
+}
+
+// answer is what a client reads of one response.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+	err    string // of reading the response or its body
+}
+
+// exchange writes raw to a new connection to addr at once and reads up to
+// n answers (fewer when the connection ends).
+func exchange(t *testing.T, addr, raw string, n int) []answer {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	method, _, _ := strings.Cut(raw, " ")
+	return readAnswers(c, n, method)
+}
+
+// readAnswers reads up to n answers to requests of method.
+func readAnswers(c net.Conn, n int, method string) []answer {
+	br := bufio.NewReader(c)
+	var out []answer
+	for range n {
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			if len(out) == 0 {
+				out = append(out, answer{err: "no answer"})
+			}
+			return out
+		}
+		b, err := io.ReadAll(resp.Body)
+		a := answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
+		if err != nil {
+			a.err = "body: " + err.Error()
+		}
+		a.header.Del("Date")
+		out = append(out, a)
+	}
+	return out
+}
+
+func (a answer) String() string {
+	body := a.body
+	if len(body) > 64 {
+		body = fmt.Sprintf("%d bytes, %s", len(body), addr.Of([]byte(body)))
+	}
+	return fmt.Sprintf("%d %v %q %s", a.status, a.header, body, a.err)
+}
+
+// sameAnswers asks both servers raw and fails unless they answer alike;
+// it returns HTTP1's answers.
+func (p *http1Pair) sameAnswers(t *testing.T, name, raw string, n int, ignore ...string) []answer {
+	t.Helper()
+	want, got := exchange(t, p.plain, raw, n), exchange(t, p.fast, raw, n)
+	for _, as := range [][]answer{want, got} {
+		for _, a := range as {
+			for _, h := range ignore {
+				a.header.Del(h)
+			}
+		}
+	}
+	if fmt.Sprint(want) != fmt.Sprint(got) {
+		t.Errorf("%s:\nnet/http: %v\nHTTP1:    %v", name, want, got)
+	}
+	return got
+}
+
+// TestHTTP1AnswersAsNetHTTP sends the service's API the same requests
+// through net/http and through HTTP1 and checks that the answers are the
+// same, and that HTTP1 answered the reads of one chunk itself and handed
+// every other request over.
+func TestHTTP1AnswersAsNetHTTP(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{Registry: reg, MemBytes: 64 << 20})
+	router := NewHandler(f.cache, reg)
+	p := newHTTP1Pair(t, router, ChunkReads(router))
+	a := f.db.Files[0].Addrs[0]
+	chunk := api.ChunkPath("db1", a)
+	f.get(a) // read through, then from memory for both servers
+	get := func(path, headers string) string {
+		return "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n"
+	}
+	for _, c := range []struct {
+		name, raw string
+		fast      bool
+	}{
+		{"a chunk", get(chunk, ""), true},
+		{"a chunk, headers folded in case and spaces", "GET " + chunk + " HTTP/1.1\r\nhOsT:x\r\nuser-agent:  t \r\nAccept: */*\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", true},
+		{"a chunk not there", get(api.ChunkPath("db1", addr.Of([]byte("not in db1"))), ""), true},
+		{"a bad address", get("/v1/dbs/db1/chunks/nothex", ""), true},
+		{"a database not there", get(api.ChunkPath("nodb", a), ""), true},
+		{"with a query", get(chunk+"?x=1", ""), false},
+		{"escaped", get(strings.Replace(chunk, "db1", "db%31", 1), ""), false},
+		{"Connection: close", get(chunk, "Connection: close\r\n"), false},
+		{"HTTP/1.0", "GET " + chunk + " HTTP/1.0\r\n\r\n", false},
+		{"no Host", "GET " + chunk + " HTTP/1.1\r\n\r\n", false},
+		{"two Hosts", "GET " + chunk + " HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", false},
+		{"a bare LF", "GET " + chunk + " HTTP/1.1\nHost: x\n\n", false},
+		{"a body", get(chunk, "Content-Length: 2\r\n") + "ab", false},
+		{"Expect", get(chunk, "Expect: 100-continue\r\n"), false},
+		{"a folded header", get(chunk, "X-A: b\r\n c\r\n"), false},
+		{"HEAD", "HEAD " + chunk + " HTTP/1.1\r\nHost: x\r\n\r\n", false},
+		{"another route", get(api.DBsPath, ""), false},
+		{"no route", get("/nope", ""), false},
+		{"a batch", fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n%s", api.ChunksPath("db1"), a[:]), false},
+		{"a head too large", get(chunk, "X-Big: "+strings.Repeat("b", http1HeadMax)+"\r\n"), false},
+		{"not HTTP", "hello\r\n\r\n", false},
+	} {
+		before := p.handed.Load()
+		p.sameAnswers(t, c.name, c.raw, 1, api.HeaderTier) // the tier: a chunk read once more may move between them
+		if handed := p.handed.Load() > before; handed == c.fast {
+			t.Errorf("%s: handed over %v, want %v", c.name, handed, !c.fast)
+		}
+	}
+	before := testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("http_get_chunk", "200"))
+	got := exchange(t, p.fast, get(chunk, ""), 1)[0]
+	if got.status != 200 || got.body != string(f.db.Chunks[a]) || got.header.Get(api.HeaderTier) == "" || got.header.Get("Content-Type") != api.ContentTypeBinary {
+		t.Errorf("a chunk: %v", got)
+	}
+	// The fast path's requests count in the route's metrics as any other.
+	if n := testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("http_get_chunk", "200")) - before; n != 1 {
+		t.Errorf("a chunk read on the fast path counted %v times, want once", n)
+	}
+}
+
+// TestHTTP1Connection: requests sent together on one connection are all
+// answered in order across a hand-over, and a head that trickles in is
+// read whole.
+func TestHTTP1Connection(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{Registry: reg, MemBytes: 64 << 20})
+	router := NewHandler(f.cache, reg)
+	p := newHTTP1Pair(t, router, ChunkReads(router))
+	as := f.db.Files[0].Addrs
+	get := func(a addr.Addr) string { return "GET " + api.ChunkPath("db1", a) + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	for _, a := range as[:4] {
+		f.get(a) // then from memory for both servers: a batch's answer names its tiers
+	}
+	raw := get(as[0]) + get(as[1]) + fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n%s", api.ChunksPath("db1"), as[2][:]) + get(as[3])
+	got := p.sameAnswers(t, "pipelined", raw, 4, api.HeaderTier)
+	if len(got) != 4 || got[0].body != string(f.db.Chunks[as[0]]) || got[1].body != string(f.db.Chunks[as[1]]) || got[3].body != string(f.db.Chunks[as[3]]) {
+		t.Errorf("pipelined: %v", got)
+	}
+
+	// A head a byte at a time, then another request on the same connection.
+	c, err := net.Dial("tcp", p.fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	before := p.handed.Load()
+	br := bufio.NewReader(c)
+	for _, a := range as[4:6] {
+		for _, b := range []byte(get(a)) {
+			c.Write([]byte{b})
+			time.Sleep(time.Millisecond)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !bytes.Equal(body, f.db.Chunks[a]) {
+			t.Errorf("trickled: %d, %d bytes", resp.StatusCode, len(body))
+		}
+	}
+	if p.handed.Load() != before {
+		t.Error("a trickled head was handed over")
+	}
+}
+
+// TestHTTP1Writer: what handlers write reaches the client as net/http
+// sends it (bodies with and without a declared length, sniffed types,
+// answers without a body, a length declared and not kept to), and a
+// handler's panic closes its connection, not the server.
+func TestHTTP1Writer(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /declared", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "01234")
+		io.WriteString(w, "56789")
+	})
+	mux.HandleFunc("GET /parts", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, "<html><body>")
+		io.WriteString(w, "hi</body></html>")
+	})
+	mux.HandleFunc("GET /empty", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /nocontent", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /short", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		io.WriteString(w, "01234")
+	})
+	mux.HandleFunc("GET /long", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "3")
+		_, err := io.WriteString(w, "01234")
+		io.WriteString(w, "|"+fmt.Sprint(err))
+	})
+	mux.HandleFunc("GET /header", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen", r.Host+" "+r.Header.Get("X-In")+" "+r.URL.Path+" "+r.RequestURI+" "+fmt.Sprint(r.ContentLength, r.ProtoMajor, r.ProtoMinor))
+		w.Header().Add("X-Two", "a")
+		w.Header().Add("X-Two", "b")
+	})
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) { panic("on purpose") })
+	p := newHTTP1Pair(t, mux, func(*http.Request) bool { return true })
+	p.h1.Server.ErrorLog = log.New(writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logged.Write(b) }), "", 0)
+	for _, path := range []string{"/declared", "/parts", "/empty", "/nocontent", "/short", "/long", "/header", "/panic", "/nothing"} {
+		raw := "GET " + path + " HTTP/1.1\r\nHost: h:1\r\nX-In: in\r\n\r\n"
+		p.sameAnswers(t, path, raw+raw, 2)
+	}
+	if p.handed.Load() != 0 {
+		t.Errorf("%d connections handed over, want none", p.handed.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "on purpose") {
+		t.Errorf("the panic was not logged: %q", logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestHTTP1Shutdown: Shutdown closes idle connections at once, lets a
+// request in flight finish and closes its connection after it.
+func TestHTTP1Shutdown(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-release
+		io.WriteString(w, "done")
+	})
+	mux.HandleFunc("GET /quick", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "quick") })
+	p := newHTTP1Pair(t, mux, func(*http.Request) bool { return true })
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", p.fast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		return c
+	}
+	idle, busy := dial(), dial()
+	io.WriteString(idle, "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n")
+	if a := readAnswers(idle, 1, "GET"); a[0].body != "quick" {
+		t.Fatalf("quick: %v", a)
+	}
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- p.h1.Shutdown(context.Background()) }()
+	if _, err := idle.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("idle connection: %v, want EOF", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with a request in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if a := readAnswers(busy, 2, "GET"); len(a) != 1 || a[0].body != "done" {
+		t.Errorf("in flight: %v, want its answer, then the end", a)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if c, err := net.Dial("tcp", p.fast); err == nil {
+		c.Close()
+		t.Error("still accepting after Shutdown")
+	}
+}
