@@ -83,7 +83,10 @@ func serveBare() {
 //     one page per lookup (pages/op says how many);
 //   - get-http-net, vfs-http-net: get-http and vfs-http with the client's
 //     lean HTTP path off (CHUNKD_LEAN_HTTP=0): every request through
-//     net/http, for the A/B in one run.
+//     net/http, for the A/B in one run;
+//   - get-http-poll, vfs-http-poll: the lean path on Go's network poller
+//     (CHUNKD_LEAN_HTTP=poll) rather than blocking calls on the caller's
+//     thread.
 //
 // Every sub-benchmark reports p50-µs, and the ones after bare-http
 // x-bare, their p50 over bare-http's in the same run. The setup (a build
@@ -119,7 +122,7 @@ func BenchmarkPageRead(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		c    *client.Client
-	}{{"get-http", rig.cHTTP}, {"get-http-net", rig.cHTTPNet}, {"get-grpc", rig.cGRPC}} {
+	}{{"get-http", rig.cHTTP}, {"get-http-net", rig.cHTTPNet}, {"get-http-poll", rig.cHTTPPoll}, {"get-grpc", rig.cGRPC}} {
 		b.Run(tc.name, func(b *testing.B) {
 			before := tc.c.Stats()
 			p50 := timeOps(b, func(rng *rand.Rand) error {
@@ -140,7 +143,7 @@ func BenchmarkPageRead(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		db   *pageReadDB
-	}{{"vfs-http", rig.vfsHTTP}, {"vfs-http-net", rig.vfsHTTPNet}, {"vfs-grpc", rig.vfsGRPC}} {
+	}{{"vfs-http", rig.vfsHTTP}, {"vfs-http-net", rig.vfsHTTPNet}, {"vfs-http-poll", rig.vfsHTTPPoll}, {"vfs-grpc", rig.vfsGRPC}} {
 		b.Run(tc.name, func(b *testing.B) {
 			pages, reqs := tc.db.PageReads(), tc.db.c.Stats().Service.Requests
 			p50 := timeOps(b, func(rng *rand.Rand) error {
@@ -218,10 +221,12 @@ type pageReadRig struct {
 	store            store.Store // the clients'
 	cHTTP, cGRPC     *client.Client
 	cHTTPNet         *client.Client // cHTTP without the lean HTTP path
+	cHTTPPoll        *client.Client // cHTTP with the lean path on Go's network poller
 	pages            []addr.Addr
 	rows             int64
 	vfsHTTP, vfsGRPC *pageReadDB
 	vfsHTTPNet       *pageReadDB
+	vfsHTTPPoll      *pageReadDB
 }
 
 type pageReadDB struct {
@@ -292,7 +297,7 @@ func (r *pageReadRig) start(ctx context.Context) error {
 		c    **client.Client
 		url  string
 		lean string
-	}{{&r.cHTTP, r.service.url, "1"}, {&r.cHTTPNet, r.service.url, "0"}, {&r.cGRPC, "grpc://" + r.service.grpc, "1"}} {
+	}{{&r.cHTTP, r.service.url, "1"}, {&r.cHTTPNet, r.service.url, "0"}, {&r.cHTTPPoll, r.service.url, "poll"}, {&r.cGRPC, "grpc://" + r.service.grpc, "1"}} {
 		// The client reads the switch when it opens.
 		if err := os.Setenv("CHUNKD_LEAN_HTTP", c.lean); err != nil {
 			return err
@@ -321,7 +326,7 @@ func (r *pageReadRig) start(ctx context.Context) error {
 	for _, d := range []struct {
 		db **pageReadDB
 		c  *client.Client
-	}{{&r.vfsHTTP, r.cHTTP}, {&r.vfsHTTPNet, r.cHTTPNet}, {&r.vfsGRPC, r.cGRPC}} {
+	}{{&r.vfsHTTP, r.cHTTP}, {&r.vfsHTTPNet, r.cHTTPNet}, {&r.vfsHTTPPoll, r.cHTTPPoll}, {&r.vfsGRPC, r.cGRPC}} {
 		// 256 KiB of page cache: the tables' interior pages stay, and a
 		// lookup by rowid misses about one leaf.
 		db, err := sqlchunks.OpenVersion(ctx, d.c, root, &sqlitevfs.Options{CacheKiB: 256})
@@ -394,13 +399,13 @@ func (r *pageReadRig) warm(ctx context.Context) error {
 }
 
 func (r *pageReadRig) close() {
-	for _, d := range []*pageReadDB{r.vfsHTTP, r.vfsHTTPNet, r.vfsGRPC} {
+	for _, d := range []*pageReadDB{r.vfsHTTP, r.vfsHTTPNet, r.vfsHTTPPoll, r.vfsGRPC} {
 		if d != nil {
 			d.stmt.Close()
 			d.Close()
 		}
 	}
-	for _, c := range []*client.Client{r.cHTTP, r.cHTTPNet, r.cGRPC} {
+	for _, c := range []*client.Client{r.cHTTP, r.cHTTPNet, r.cHTTPPoll, r.cGRPC} {
 		if c != nil {
 			c.Close()
 		}

@@ -35,8 +35,11 @@ import (
 // It reads only the answers chunkd serve gives (HTTP/1.1, a
 // Content-Length body); anything else (chunked, no length, a 1xx, a
 // folded header) is asked again through net/http, never guessed at.
-// TLS and gRPC keep their usual paths. Setting CHUNKD_LEAN_HTTP=0 in the
-// environment turns it off (for A/B measurements).
+// TLS and gRPC keep their usual paths. Its connections are read and
+// written with blocking calls on the caller's thread (blocking_unix.go).
+// For A/B measurements, CHUNKD_LEAN_HTTP=0 in the environment turns the
+// lean path off, and CHUNKD_LEAN_HTTP=poll keeps it on Go's network
+// poller.
 const leanEnv = "CHUNKD_LEAN_HTTP"
 
 // leanIdleTimeout is how long an idle connection is kept, as for
@@ -59,6 +62,7 @@ type leanClient struct {
 	auth     string // "Authorization: Bearer …\r\n", or ""
 	maxIdle  int
 	dialer   net.Dialer
+	poll     bool // on Go's network poller rather than blocking calls
 
 	mu     sync.Mutex
 	idle   []*leanConn // most recently used last
@@ -95,6 +99,7 @@ func newLeanClient(u *url.URL, token string, maxIdle int) *leanClient {
 		prefix:   strings.TrimSuffix(u.Path, "/"),
 		maxIdle:  maxIdle,
 		dialer:   net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second},
+		poll:     os.Getenv(leanEnv) == "poll",
 	}
 	if token != "" {
 		l.auth = "Authorization: Bearer " + token + "\r\n"
@@ -183,6 +188,9 @@ func (l *leanClient) conn(ctx context.Context) (*leanConn, error) {
 	nc, err := l.dialer.DialContext(ctx, "tcp", l.dialAddr)
 	if err != nil {
 		return nil, err
+	}
+	if !l.poll {
+		nc = blocking(nc)
 	}
 	return &leanConn{nc: nc, br: bufio.NewReaderSize(nc, leanBufSize), l: l}, nil
 }
