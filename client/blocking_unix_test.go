@@ -114,3 +114,47 @@ func TestLeanBlocking(t *testing.T) {
 		}
 	}
 }
+
+// TestLeanBlockingBounded: a client holds at most leanBlockingMax
+// connections on blocking calls (a thread each while in use); the rest
+// use the poller, and a blocking one closed makes room for another.
+func TestLeanBlockingBounded(t *testing.T) {
+	s := startRaw(t, func(int, *http.Request) string { return ok("x", "memory") })
+	h := s.service(t, "")
+	ctx := context.Background()
+	var conns []*leanConn
+	count := func() (n int) {
+		for _, lc := range conns {
+			if _, ok := lc.nc.(*blockingConn); ok {
+				n++
+			}
+		}
+		return n
+	}
+	for range leanBlockingMax + 6 {
+		lc, err := h.lean.conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, lc)
+	}
+	if n := count(); n != leanBlockingMax {
+		t.Fatalf("%d connections on blocking calls of %d, want %d", n, len(conns), leanBlockingMax)
+	}
+	conns[0].close()
+	conns = conns[1:]
+	lc, err := h.lean.conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = append(conns, lc)
+	if _, ok := lc.nc.(*blockingConn); !ok || count() != leanBlockingMax {
+		t.Errorf("after one closed: the new one blocking %v, %d in all", ok, count())
+	}
+	for _, lc := range conns {
+		lc.close()
+	}
+	if n := h.lean.blocking.Load(); n != 0 {
+		t.Errorf("%d counted after all closed", n)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +47,10 @@ const leanEnv = "CHUNKD_LEAN_HTTP"
 // net/http's pool (the service closes its own after 5 minutes).
 const leanIdleTimeout = 90 * time.Second
 
+// leanBlockingMax bounds a client's connections on blocking calls: the
+// threads its requests in flight can hold (Go stops at 10,000).
+const leanBlockingMax = 64
+
 // leanBufSize is the read buffer of a connection: a 4 KiB page and its
 // headers arrive in one read.
 const leanBufSize = 16 << 10
@@ -64,6 +69,11 @@ type leanClient struct {
 	dialer   net.Dialer
 	poll     bool // on Go's network poller rather than blocking calls
 
+	// blocking counts the connections on blocking calls: each holds a
+	// thread while its request is in flight, so there are at most
+	// leanBlockingMax; more go through the poller.
+	blocking atomic.Int32
+
 	mu     sync.Mutex
 	idle   []*leanConn // most recently used last
 	closed bool
@@ -74,6 +84,7 @@ type leanConn struct {
 	nc        net.Conn
 	br        *bufio.Reader
 	l         *leanClient // for the Host and Authorization headers
+	blocking  bool        // counted in l.blocking
 	req       []byte      // the request being written
 	deadline  time.Time   // the deadline set on nc
 	idleSince time.Time   // when it went back to the pool
@@ -182,17 +193,22 @@ func (l *leanClient) conn(ctx context.Context) (*leanConn, error) {
 			l.mu.Unlock()
 			return lc, nil
 		}
-		lc.nc.Close() // too old: the service may be closing it right now
+		lc.close() // too old: the service may be closing it right now
 	}
 	l.mu.Unlock()
 	nc, err := l.dialer.DialContext(ctx, "tcp", l.dialAddr)
 	if err != nil {
 		return nil, err
 	}
-	if !l.poll {
-		nc = blocking(nc)
+	lc := &leanConn{nc: nc, l: l}
+	if !l.poll && l.blocking.Add(1) <= leanBlockingMax {
+		lc.nc = blocking(nc)
+		lc.blocking = true
+	} else if !l.poll {
+		l.blocking.Add(-1)
 	}
-	return &leanConn{nc: nc, br: bufio.NewReaderSize(nc, leanBufSize), l: l}, nil
+	lc.br = bufio.NewReaderSize(lc.nc, leanBufSize)
+	return lc, nil
 }
 
 // put returns lc to the pool, or closes it when the pool is full or
@@ -222,7 +238,11 @@ func (l *leanClient) close() {
 	}
 }
 
-func (lc *leanConn) close() { lc.nc.Close() }
+func (lc *leanConn) close() {
+	if lc.nc.Close() == nil && lc.blocking {
+		lc.l.blocking.Add(-1)
+	}
+}
 
 // idleClosedError is a kept-alive connection that failed before any byte
 // of the answer came back: the service had closed it while idle. (The
