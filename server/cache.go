@@ -131,12 +131,7 @@ func (c *Cache) keepRootsFresh() {
 			return
 		case <-t.C:
 		}
-		c.mu.Lock()
-		dbs := make([]*database, 0, len(c.dbs))
-		for _, d := range c.dbs {
-			dbs = append(dbs, d)
-		}
-		c.mu.Unlock()
+		dbs := c.loaded()
 		for _, d := range dbs {
 			if d.rootWatched() {
 				if err := d.refreshAhead(); err != nil && c.ctx.Err() == nil {
@@ -404,4 +399,15 @@ func (c *Cache) database(ctx context.Context, name string) (*database, error) {
 		return nil, err
 	}
 	return v.(*database), nil
+}
+
+// loaded returns the databases loaded so far, a snapshot taken under c.mu.
+func (c *Cache) loaded() []*database {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dbs := make([]*database, 0, len(c.dbs))
+	for _, d := range c.dbs {
+		dbs = append(dbs, d)
+	}
+	return dbs
 }

@@ -132,12 +132,7 @@ func (c *Cache) savedDBs() []string {
 // Databases lists the databases the service knows: those loaded since it
 // started, and those with files or a saved state in its cache directory.
 func (c *Cache) Databases() []api.DBSummary {
-	c.mu.Lock()
-	dbs := make([]*database, 0, len(c.dbs))
-	for _, d := range c.dbs {
-		dbs = append(dbs, d)
-	}
-	c.mu.Unlock()
+	dbs := c.loaded()
 	use := c.disk.byDB()
 	seen := map[string]bool{}
 	var out []api.DBSummary
@@ -168,12 +163,7 @@ func (c *Cache) Summary() api.CacheSummary {
 	s.Disk.Used, s.Disk.Budget, s.Disk.Files = c.disk.usedBytes(), c.cfg.DiskBytes, c.disk.fileCount()
 	s.Served = c.metrics.served.counts()
 	s.HitRatio = s.Served.HitRatio()
-	c.mu.Lock()
-	dbs := make([]*database, 0, len(c.dbs))
-	for _, d := range c.dbs {
-		dbs = append(dbs, d)
-	}
-	c.mu.Unlock()
+	dbs := c.loaded()
 	for _, d := range dbs {
 		n, b := d.downloading()
 		s.Downloads += n
