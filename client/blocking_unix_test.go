@@ -158,3 +158,27 @@ func TestLeanBlockingBounded(t *testing.T) {
 		t.Errorf("%d counted after all closed", n)
 	}
 }
+
+// TestBlockingConnDeadlineCleared: once a deadline is cleared, no call
+// keeps a timeout left from it (the write and the read each had one).
+func TestBlockingConnDeadlineCleared(t *testing.T) {
+	bc, peer := dialBlocking(t)
+	buf := make([]byte, 4)
+	bc.SetDeadline(time.Now().Add(100 * time.Millisecond))
+	bc.Write([]byte("req1"))
+	io.ReadFull(peer, buf)
+	peer.Write([]byte("ans1"))
+	if _, err := io.ReadFull(bc, buf); err != nil {
+		t.Fatal(err)
+	}
+	bc.SetDeadline(time.Time{})
+	bc.Write([]byte("req2"))
+	io.ReadFull(peer, buf)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // past what was left of the old deadline
+		peer.Write([]byte("ans2"))
+	}()
+	if _, err := io.ReadFull(bc, buf); err != nil || string(buf) != "ans2" {
+		t.Fatalf("read without a deadline: %q, %v", buf, err)
+	}
+}

@@ -203,9 +203,10 @@ func (l *leanClient) conn(ctx context.Context) (*leanConn, error) {
 	lc := &leanConn{nc: nc, l: l}
 	if !l.poll && l.blocking.Add(1) <= leanBlockingMax {
 		lc.nc = blocking(nc)
-		lc.blocking = true
-	} else if !l.poll {
-		l.blocking.Add(-1)
+		_, lc.blocking = lc.nc.(*blockingConn)
+	}
+	if !l.poll && !lc.blocking {
+		l.blocking.Add(-1) // over the bound, or the descriptor could not be taken
 	}
 	lc.br = bufio.NewReaderSize(lc.nc, leanBufSize)
 	return lc, nil

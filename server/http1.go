@@ -44,7 +44,10 @@ import (
 // handed over untouched: another method, a query, a body, Expect,
 // Upgrade, Connection: close, HTTP/1.0, a header folded or not plain, a
 // head larger than its buffer. An answer is sent when the handler
-// returns, or as it writes when it has set Content-Length.
+// returns, or as it writes when it set Content-Length before its first
+// Write. A handler's context ends when it returns, not when its client
+// leaves: net/http watches the connection for that with the goroutine
+// this path saves.
 type HTTP1 struct {
 	// Server serves the connections handed over, and its Handler answers
 	// the fast requests too. Its IdleTimeout (else ReadTimeout) bounds the
@@ -240,6 +243,12 @@ type http1Conn struct {
 	closing bool       // Shutdown: close once idle
 }
 
+func (c *http1Conn) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
 // closeIdle makes c close once it is idle, now if it is.
 func (c *http1Conn) closeIdle() {
 	c.mu.Lock()
@@ -256,12 +265,12 @@ func (c *http1Conn) serve() {
 	defer c.s.untrack(c)
 	c.ctx = context.WithValue(context.WithValue(context.Background(), http.ServerContextKey, c.s.Server), http.LocalAddrContextKey, c.nc.LocalAddr())
 	c.hdr = make(http.Header, 4)
-	for {
-		if !c.waitRequest() {
+	for first := true; ; first = false {
+		if !c.waitRequest(first) {
 			c.nc.Close()
 			return
 		}
-		n, req, err := c.readRequest()
+		n, req, err := c.readRequest(first)
 		if errors.Is(err, errHandOver) || err == nil && !c.s.Fast(req) {
 			c.s.handoff.give(&handedConn{Conn: c.nc, r: c.br})
 			return
@@ -279,18 +288,23 @@ func (c *http1Conn) serve() {
 }
 
 // waitRequest waits for the first byte of the next request, up to the
-// idle timeout; false when there is none to serve (the client closed,
-// the wait timed out, Shutdown).
-func (c *http1Conn) waitRequest() bool {
+// idle timeout, or for the connection's first request the header timeout
+// (as net/http: its whole head must come within it); false when there is
+// none to serve (the client closed, the wait timed out, Shutdown).
+func (c *http1Conn) waitRequest(first bool) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
 	c.idle = true
+	wait := c.s.idleTimeout()
+	if first {
+		wait = c.s.headTimeout()
+	}
 	var deadline time.Time
-	if d := c.s.idleTimeout(); d > 0 {
-		deadline = time.Now().Add(d)
+	if wait > 0 {
+		deadline = time.Now().Add(wait)
 	}
 	c.nc.SetReadDeadline(deadline)
 	c.mu.Unlock()
@@ -304,9 +318,10 @@ func (c *http1Conn) waitRequest() bool {
 // readRequest reads the head of a request that has begun to arrive and
 // parses it, consuming nothing: it returns the head's length and the
 // request, errHandOver for a request the fast path does not take, or the
-// connection's error.
-func (c *http1Conn) readRequest() (int, *http.Request, error) {
-	timed := false
+// connection's error. The first request's head has had its deadline
+// since the connection began (waitRequest).
+func (c *http1Conn) readRequest(first bool) (int, *http.Request, error) {
+	timed := first
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
 		if n := headEnd(buf); n > 0 {
@@ -469,6 +484,8 @@ type http1Writer struct {
 	hdr     http.Header
 	code    int
 	sent    bool   // the head is sent
+	kept    bool   // the body is kept whole: no length was declared at its first Write
+	close   bool   // the answer says Connection: close (Shutdown)
 	length  int64  // the Content-Length declared, -1 if none
 	written int64  // body bytes sent
 	body    []byte // the body kept until the end when no length was declared
@@ -495,8 +512,11 @@ func (w *http1Writer) Write(p []byte) (int, error) {
 		return 0, http.ErrBodyNotAllowed
 	}
 	if !w.sent {
-		w.length = w.declared()
-		if w.length < 0 { // kept whole, to send with its length at the end
+		if !w.kept {
+			w.length = w.declared() // decided at the first Write, as net/http does
+			w.kept = w.length < 0
+		}
+		if w.kept { // kept whole, to send with its length at the end
 			w.body = append(w.body, p...)
 			return len(p), nil
 		}
@@ -555,7 +575,7 @@ func (w *http1Writer) finish() bool {
 		case !bodyAllowed(w.code):
 			w.hdr.Del("Content-Length")
 			w.body = nil
-		case w.body != nil || w.declared() < 0:
+		case w.kept || w.declared() < 0:
 			w.hdr.Set("Content-Length", strconv.Itoa(len(w.body)))
 			w.length = int64(len(w.body))
 		default: // a length declared, nothing written: sent, then closed as net/http does
@@ -568,7 +588,7 @@ func (w *http1Writer) finish() bool {
 		}
 		w.written = int64(len(w.body))
 	}
-	return !bodyAllowed(w.code) || w.written == w.length
+	return !w.close && (!bodyAllowed(w.code) || w.written == w.length)
 }
 
 // bodyAllowed is net/http's rule: no body for 1xx, 204 and 304.
@@ -589,6 +609,10 @@ func (w *http1Writer) sendHead(body []byte) {
 	h = append(h, "\r\n"...)
 	if _, ok := w.hdr["Content-Type"]; !ok && bodyAllowed(w.code) && len(body) > 0 {
 		w.hdr.Set("Content-Type", http.DetectContentType(body))
+	}
+	if w.c.isClosing() {
+		w.close = true
+		w.hdr.Set("Connection", "close") // Shutdown: this is the connection's last answer
 	}
 	if _, ok := w.hdr["Date"]; !ok {
 		h = append(h, "Date: "...)

@@ -31,7 +31,7 @@ type http1Pair struct {
 	handed      atomic.Int64
 }
 
-func newHTTP1Pair(t *testing.T, h http.Handler, fast func(*http.Request) bool) *http1Pair {
+func newHTTP1Pair(t *testing.T, h http.Handler, fast func(*http.Request) bool, opts ...func(*http.Server)) *http1Pair {
 	t.Helper()
 	p := &http1Pair{}
 	listen := func() net.Listener {
@@ -43,6 +43,9 @@ func newHTTP1Pair(t *testing.T, h http.Handler, fast func(*http.Request) bool) *
 	}
 	lp, lf := listen(), listen()
 	plain := &http.Server{Handler: h, ErrorLog: quietLog()}
+	for _, o := range opts {
+		o(plain)
+	}
 	go plain.Serve(lp) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { plain.Close() })
 	p.h1 = &HTTP1{Fast: fast, Server: &http.Server{Handler: h, ErrorLog: quietLog(), ConnState: func(_ net.Conn, s http.ConnState) {
@@ -50,6 +53,9 @@ func newHTTP1Pair(t *testing.T, h http.Handler, fast func(*http.Request) bool) *
 			p.handed.Add(1)
 		}
 	}}}
+	for _, o := range opts {
+		o(p.h1.Server)
+	}
 	go p.h1.Serve(lf) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { p.h1.Close() })
 	p.plain, p.fast = lp.Addr().String(), lf.Addr().String()
@@ -61,6 +67,7 @@ type answer struct {
 	status int
 	header http.Header
 	body   string
+	close  bool   // Connection: close
 	err    string // of reading the response or its body
 }
 
@@ -94,7 +101,7 @@ func readAnswers(c net.Conn, n int, method string) []answer {
 			return out
 		}
 		b, err := io.ReadAll(resp.Body)
-		a := answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
+		a := answer{status: resp.StatusCode, header: resp.Header, body: string(b), close: resp.Close}
 		if err != nil {
 			a.err = "body: " + err.Error()
 		}
@@ -109,7 +116,7 @@ func (a answer) String() string {
 	if len(body) > 64 {
 		body = fmt.Sprintf("%d bytes, %s", len(body), addr.Of([]byte(body)))
 	}
-	return fmt.Sprintf("%d %v %q %s", a.status, a.header, body, a.err)
+	return fmt.Sprintf("%d %v %q close=%v %s", a.status, a.header, body, a.close, a.err)
 }
 
 // sameAnswers asks both servers raw and fails unless they answer alike;
@@ -183,7 +190,13 @@ func TestHTTP1AnswersAsNetHTTP(t *testing.T) {
 		t.Errorf("a chunk: %v", got)
 	}
 	// The fast path's requests count in the route's metrics as any other.
-	if n := testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("http_get_chunk", "200")) - before; n != 1 {
+	// The count is made as the handler returns, after the answer went.
+	deadline := time.Now().Add(10 * time.Second)
+	n := 0.0
+	for ; n != 1 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		n = testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("http_get_chunk", "200")) - before
+	}
+	if n != 1 {
 		t.Errorf("a chunk read on the fast path counted %v times, want once", n)
 	}
 }
@@ -253,6 +266,11 @@ func TestHTTP1Writer(t *testing.T) {
 		io.WriteString(w, "hi</body></html>")
 	})
 	mux.HandleFunc("GET /empty", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /late-length", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "abc")
+		w.Header().Set("Content-Length", "6")
+		io.WriteString(w, "def")
+	})
 	mux.HandleFunc("GET /nocontent", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /short", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "10")
@@ -273,7 +291,7 @@ func TestHTTP1Writer(t *testing.T) {
 	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) { panic("on purpose") })
 	p := newHTTP1Pair(t, mux, func(*http.Request) bool { return true })
 	p.h1.Server.ErrorLog = log.New(writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logged.Write(b) }), "", 0)
-	for _, path := range []string{"/declared", "/parts", "/empty", "/nocontent", "/short", "/long", "/header", "/panic", "/nothing"} {
+	for _, path := range []string{"/declared", "/parts", "/empty", "/late-length", "/nocontent", "/short", "/long", "/header", "/panic", "/nothing"} {
 		raw := "GET " + path + " HTTP/1.1\r\nHost: h:1\r\nX-In: in\r\n\r\n"
 		p.sameAnswers(t, path, raw+raw, 2)
 	}
@@ -331,8 +349,8 @@ func TestHTTP1Shutdown(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	if a := readAnswers(busy, 2, "GET"); len(a) != 1 || a[0].body != "done" {
-		t.Errorf("in flight: %v, want its answer, then the end", a)
+	if a := readAnswers(busy, 2, "GET"); len(a) != 1 || a[0].body != "done" || !a[0].close {
+		t.Errorf("in flight: %v, want its answer with Connection: close, then the end", a)
 	}
 	if err := <-done; err != nil {
 		t.Errorf("Shutdown: %v", err)
@@ -340,5 +358,24 @@ func TestHTTP1Shutdown(t *testing.T) {
 	if c, err := net.Dial("tcp", p.fast); err == nil {
 		c.Close()
 		t.Error("still accepting after Shutdown")
+	}
+}
+
+// TestHTTP1FirstRequestTimeout: a connection that sends nothing is closed
+// after the header timeout, as net/http does, not the idle timeout.
+func TestHTTP1FirstRequestTimeout(t *testing.T) {
+	mux := http.NewServeMux()
+	p := newHTTP1Pair(t, mux, func(*http.Request) bool { return true }, func(s *http.Server) {
+		s.ReadHeaderTimeout = 100 * time.Millisecond
+		s.IdleTimeout = time.Hour
+	})
+	c, err := net.Dial("tcp", p.fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) // the idle timeout is an hour
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a silent connection: %v, want it closed (EOF)", err)
 	}
 }
