@@ -34,7 +34,8 @@ type blockingConn struct {
 	calls    int  // calls in progress on fd: it is closed after the last
 	closed   bool // Close was called
 	deadline time.Time
-	timed    map[int]bool // the socket options (SO_RCVTIMEO, SO_SNDTIMEO) holding a timeout
+	rcvTimed bool // SO_RCVTIMEO holds a timeout
+	sndTimed bool // SO_SNDTIMEO holds a timeout
 }
 
 // blocking returns nc as a blockingConn, or nc itself when it is not a
@@ -67,7 +68,7 @@ func blocking(nc net.Conn) net.Conn {
 		syscall.Close(fd)
 		return nc // closed: its first use fails, and the caller dials again
 	}
-	return &blockingConn{Conn: nc, fd: fd, timed: make(map[int]bool, 2)}
+	return &blockingConn{Conn: nc, fd: fd}
 }
 
 func (c *blockingConn) Read(p []byte) (int, error) {
@@ -133,11 +134,15 @@ func (c *blockingConn) begin(opt int) error {
 			tv.Usec = 1
 		}
 	}
-	if c.timed[opt] || !c.deadline.IsZero() {
+	timed := &c.rcvTimed // each option keeps its own timeout until set again
+	if opt == syscall.SO_SNDTIMEO {
+		timed = &c.sndTimed
+	}
+	if *timed || !c.deadline.IsZero() {
 		if err := syscall.SetsockoptTimeval(c.fd, syscall.SOL_SOCKET, opt, &tv); err != nil {
 			return c.opError("setsockopt", err)
 		}
-		c.timed[opt] = !c.deadline.IsZero() // each option keeps its own until set again
+		*timed = !c.deadline.IsZero()
 	}
 	c.calls++
 	return nil

@@ -94,7 +94,6 @@ func (s *HTTP1) Serve(ln net.Listener) error {
 		s.handoff = &handoffListener{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
 		s.conns = make(map[*http1Conn]struct{})
 		go s.Server.Serve(s.handoff) // ends when Shutdown or Close closes the handoff
-
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
@@ -236,6 +235,8 @@ type http1Conn struct {
 	remote string
 	ctx    context.Context // the connection's: Server and local address, as net/http gives
 	head   []byte          // the answer's head, built again for each answer
+	iov    [2][]byte       // the head and body of the answer being written
+	bufs   net.Buffers     // iov for writev, here so that no answer allocates one
 	hdr    http.Header     // the answer's header, cleared for each answer
 
 	mu      sync.Mutex // guards idle and closing against Shutdown
@@ -395,15 +396,16 @@ func (c *http1Conn) parse(head []byte) (*http.Request, error) {
 		if len(line) == 0 {
 			break
 		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || len(name) == 0 || !httpguts.ValidHeaderFieldName(string(name)) {
+		nameb, value, ok := bytes.Cut(line, []byte(":"))
+		name := string(nameb)
+		if !ok || name == "" || !httpguts.ValidHeaderFieldName(name) {
 			return nil, errHandOver
 		}
 		v := string(bytes.Trim(value, " \t"))
 		if !httpguts.ValidHeaderFieldValue(v) {
 			return nil, errHandOver
 		}
-		key := textproto.CanonicalMIMEHeaderKey(string(name))
+		key := textproto.CanonicalMIMEHeaderKey(name)
 		switch key {
 		case "Host":
 			if host != "" || v == "" || !httpguts.ValidHostHeader(v) {
@@ -523,13 +525,10 @@ func (w *http1Writer) Write(p []byte) (int, error) {
 		if int64(len(p)) > w.length {
 			return 0, http.ErrContentLength
 		}
-		w.sendHead(p)
-		bufs := net.Buffers{w.c.head, p}
-		if _, err := bufs.WriteTo(w.c.nc); err != nil {
+		if err := w.send(p); err != nil {
 			w.err = err
 			return 0, err
 		}
-		w.written = int64(len(p))
 		return len(p), nil
 	}
 	if w.written+int64(len(p)) > w.length {
@@ -581,12 +580,9 @@ func (w *http1Writer) finish() bool {
 		default: // a length declared, nothing written: sent, then closed as net/http does
 			w.length = w.declared()
 		}
-		w.sendHead(w.body)
-		bufs := net.Buffers{w.c.head, w.body}
-		if _, err := bufs.WriteTo(w.c.nc); err != nil {
+		if err := w.send(w.body); err != nil {
 			return false
 		}
-		w.written = int64(len(w.body))
 	}
 	return !w.close && (!bodyAllowed(w.code) || w.written == w.length)
 }
@@ -596,10 +592,11 @@ func bodyAllowed(code int) bool {
 	return (code < 100 || code > 199) && code != http.StatusNoContent && code != http.StatusNotModified
 }
 
-// sendHead builds the answer's head in c.head: the status line, the
-// handler's headers, a Date and, as net/http does, a Content-Type
-// sniffed from the body when the handler set none.
-func (w *http1Writer) sendHead(body []byte) {
+// send writes the answer's head and the first of its body (all of it,
+// or the first Write's) in one writev. The head is built in c.head: the
+// status line, the handler's headers, a Date and, as net/http does, a
+// Content-Type sniffed from the body when the handler set none.
+func (w *http1Writer) send(body []byte) error {
 	w.sent = true
 	h := w.c.head[:0]
 	h = append(h, "HTTP/1.1 "...)
@@ -631,6 +628,12 @@ func (w *http1Writer) sendHead(body []byte) {
 		}
 	}
 	w.c.head = append(h, "\r\n"...)
+	w.c.iov = [2][]byte{w.c.head, body}
+	w.c.bufs = w.c.iov[:]
+	_, err := w.c.bufs.WriteTo(w.c.nc)
+	w.c.iov = [2][]byte{} // the body is the handler's: not kept past the answer
+	w.written = int64(len(body))
+	return err
 }
 
 // appendHeaderValue appends v with CR and LF as spaces and trimmed, as
