@@ -198,7 +198,10 @@ type RootInfo struct {
 // root=ROOT (default: the current root), fresh=1 (with no root: checked
 // against the store's manifest first), pages=0 (the root chunk and page
 // map only, not page 1 and the interior pages: for a client that reads
-// pages from a page image). The answer's HeaderRoot names the version.
+// pages from a page image). The answer's HeaderRoot names the version;
+// it has a Content-Length, and every frame's tier is TierMemory (the
+// service keeps the sets of the versions last asked for in memory, encoded
+// as their answer).
 const PatternOpenSet = "GET /v1/dbs/{db}/sqlite/open"
 
 // PatternVersionImage is the route of GET a chunkd SQLite version's page

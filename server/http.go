@@ -280,21 +280,24 @@ func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errorf(KindBadRequest, nil, "bad pages %q: 0 (the root chunk and page map only) or 1 (with page 1 and the interior pages, the default)", pages))
 		return
 	}
-	db := r.PathValue("db")
-	root, chunks, err := h.c.OpenSet(r.Context(), db, root, q.Get("fresh") == "1", pages != "0")
+	root, frames, err := h.c.openSetFrames(r.Context(), r.PathValue("db"), root, q.Get("fresh") == "1", pages != "0")
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	w.Header().Set(api.HeaderRoot, root.String())
-	h.stream(w, r, http.NewResponseController(w), db, func(emit func(uint32, Result) error, _ func()) error {
-		for i, data := range chunks {
-			if err := emit(uint32(i), Result{Data: data, Found: true}); err != nil {
-				return err
-			}
+	w.Header().Set("Content-Type", api.ContentTypeBinary)
+	w.Header().Set("Content-Length", strconv.Itoa(len(frames)))
+	// Written whole (net/http passes a large write straight to the
+	// connection), in parts that each get the client's timeout.
+	dw := deadlineWriter{w, http.NewResponseController(w), h.c.cfg.ClientTimeout}
+	for len(frames) > 0 {
+		n := min(len(frames), 256<<10)
+		if _, err := dw.Write(frames[:n]); err != nil {
+			return
 		}
-		return nil
-	})
+		frames = frames[n:]
+	}
 }
 
 // registerImage answers an image registration (api.PatternImages).

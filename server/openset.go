@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -38,6 +39,38 @@ type VersionSet struct {
 	// image is the name of the image of Pages (api.ImageName), named
 	// once when the set is kept.
 	image string
+	// frames is the set as its answer sends it (api frames, one a chunk,
+	// Chunks pointing into it), encoded once when the set is kept;
+	// pagesAt is where frame PagesFrom starts (the answer without pages
+	// ends there).
+	frames  []byte
+	pagesAt int
+}
+
+// encode writes the set's chunks as the frames of its answer, and points
+// Chunks into them. Every frame's tier is TierMemory: the answer comes
+// from the set kept in memory.
+func (s *VersionSet) encode() {
+	n := 0
+	for _, c := range s.Chunks {
+		n += api.FrameHeaderSize + len(c)
+	}
+	var b bytes.Buffer
+	b.Grow(n)
+	fw := api.NewFrameWriter(&b)
+	chunks := make([][]byte, len(s.Chunks))
+	for i, c := range s.Chunks {
+		if i == s.PagesFrom {
+			s.pagesAt = b.Len()
+		}
+		at := b.Len() + api.FrameHeaderSize
+		fw.WriteFrame(uint32(i), true, api.TierMemory, c) // cannot fail: a bytes.Buffer, chunks far below MaxFrameLen
+		chunks[i] = b.Bytes()[at : at+len(c) : at+len(c)]
+	}
+	if s.PagesFrom == len(s.Chunks) {
+		s.pagesAt = b.Len()
+	}
+	s.frames, s.Chunks = b.Bytes(), chunks
 }
 
 // cacheReader is the ChunkSource of one database.
@@ -103,6 +136,19 @@ func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh, p
 	return root, set.Chunks, nil
 }
 
+// openSetFrames is OpenSet as its HTTP answer sends it: the chunks as
+// frames (api.FrameReader reads them), encoded once a version.
+func (c *Cache) openSetFrames(ctx context.Context, db string, root addr.Addr, fresh, pages bool) (addr.Addr, []byte, error) {
+	root, set, err := c.versionSet(ctx, db, root, fresh)
+	if err != nil {
+		return addr.Addr{}, nil, err
+	}
+	if !pages {
+		return root, set.frames[:set.pagesAt], nil
+	}
+	return root, set.frames, nil
+}
+
 // VersionImage registers the page image of version root of database db
 // (the zero root: the current one, checked first with fresh), from the
 // page map the service read and proved itself, and returns it with the
@@ -155,6 +201,7 @@ func (c *Cache) versionSet(ctx context.Context, db string, root addr.Addr, fresh
 		return addr.Addr{}, VersionSet{}, fmt.Errorf("database %q, version %s: an open set of %d chunks whose pages start at %d, not starting with the root chunk", db, root, len(set.Chunks), set.PagesFrom)
 	}
 	set.image = api.ImageName(set.PageSize, set.Pages)
+	set.encode()
 	d.sets.put(root, set)
 	return root, set, nil
 }
@@ -167,7 +214,8 @@ const keptOpenSets = 4
 // addresses), and computing it again for every fresh client costs a read
 // and decode of the whole page map. At most keptOpenSets, the oldest put
 // dropped first (about 2.7 MiB each for a 200 MiB database: 1.7 MiB of
-// chunks and 1 MiB of page addresses).
+// chunks, kept as the frames of their answer, and 1 MiB of page
+// addresses).
 type openSets struct {
 	mu    sync.Mutex
 	roots []addr.Addr // oldest first

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,10 +78,16 @@ func TestOpenSetHTTP(t *testing.T) {
 			}
 			continue
 		}
+		if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {
+			t.Errorf("%q: Content-Length %q for %s bytes", tc.query, got, want)
+		}
 		n := 0
-		for _, err := range api.NewFrameReader(rec.Body).All() {
+		for f, err := range api.NewFrameReader(rec.Body).All() {
 			if err != nil {
 				t.Fatalf("%q: %v", tc.query, err)
+			}
+			if f.Index != uint32(n) || !f.Found || f.Tier != api.TierMemory || addr.Of(f.Data) != root {
+				t.Fatalf("%q: frame %d: index %d, found %v, tier %v, chunk %s, want the root chunk from memory", tc.query, n, f.Index, f.Found, f.Tier, addr.Of(f.Data))
 			}
 			n++
 		}

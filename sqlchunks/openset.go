@@ -52,7 +52,11 @@ func OpenSet(ctx context.Context, c ChunkReader, root addr.Addr) (Set, error) {
 	if err := p.preload(ctx, rec); err != nil {
 		return Set{}, err
 	}
-	return Set{Chunks: rec.chunks, PagesFrom: pagesFrom, PageSize: p.v.PageSize, Pages: p.addrs}, nil
+	addrs, err := p.m.all(ctx, rec) // read at open: no chunk is read here
+	if err != nil {
+		return Set{}, err
+	}
+	return Set{Chunks: rec.chunks, PagesFrom: pagesFrom, PageSize: p.v.PageSize, Pages: addrs}, nil
 }
 
 // openPages reads the root chunk and page map of version root, and, with
@@ -63,11 +67,11 @@ func openPages(ctx context.Context, c ChunkReader, root addr.Addr, preload bool)
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := loadMap(ctx, c, root, r)
+	m, err := loadMap(ctx, c, root, r)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pages{c: c, v: versionOf(root, r), addrs: addrs, interior: r.interior}
+	p := &Pages{c: c, v: versionOf(root, r), m: m, interior: r.interior}
 	if preload {
 		if err := p.preload(ctx, c); err != nil {
 			return nil, err
@@ -85,14 +89,18 @@ func (p *Pages) preload(ctx context.Context, c ChunkReader) error {
 	ns := setPages(p.interior)
 	as := make([]addr.Addr, len(ns))
 	for i, n := range ns {
-		as[i] = p.addrs[n-1]
+		a, err := p.m.addr(ctx, p.c, n)
+		if err != nil {
+			return err
+		}
+		as[i] = a
 	}
-	p.preloaded = make(map[int64][]byte, len(ns))
+	p.preloaded = make(map[int64]*heldPage, len(ns))
 	err := c.GetMany(ctx, as, func(i int, data []byte) error {
 		if err := p.checkData(ns[i], data); err != nil {
 			return err
 		}
-		p.preloaded[ns[i]] = data
+		p.preloaded[ns[i]] = checkedPage(data)
 		return nil
 	})
 	if err != nil {
@@ -124,31 +132,55 @@ func openFromSet(ctx context.Context, c ChunkReader, root addr.Addr) (p *Pages, 
 	if err != nil {
 		return nil, false, nil
 	}
-	rp := &replayer{ChunkReader: c, chunks: chunks}
-	if p, err = openPages(ctx, rp, head, false); err != nil {
+	if p, err = openGiven(ctx, c, head, chunks, !images); err != nil {
 		if errors.Is(err, errReplay) {
 			return nil, false, nil // a set that is not this version's: read it as usual
 		}
 		return nil, false, err
 	}
-	p.c = c
 	p.attachImage(ctx)
-	if p.img == nil {
+	if p.img == nil && images {
 		// No image after all (none on this host, or over the service's
-		// budget): page 1 and the interior pages from the set, or, when
-		// it was asked for without them, in one request.
-		from := ChunkReader(rp)
-		if images {
-			from = c
-		}
-		if err := p.preload(ctx, from); err != nil {
-			if errors.Is(err, errReplay) {
-				return nil, false, nil
-			}
+		// budget): page 1 and the interior pages in one request.
+		if err := p.preload(ctx, c); err != nil {
 			return nil, false, err
 		}
 	}
 	return p, true, nil
+}
+
+// openGiven opens version head from its open set, chunks (with page 1 and
+// the interior pages when withPages), read through c from then on. The
+// root chunk and the map levels above the leaves are checked here; the
+// leaves and the pages are kept as given and each is checked the first
+// time it is used (pageMap, heldPage). A set that does not fit the version
+// is an error wrapping errReplay.
+func openGiven(ctx context.Context, c ChunkReader, head addr.Addr, chunks [][]byte, withPages bool) (*Pages, error) {
+	rp := &replayer{ChunkReader: c, chunks: chunks}
+	r, err := readRoot(ctx, rp, head)
+	if err != nil {
+		return nil, err
+	}
+	m := &pageMap{db: c.DB(), root: head, r: r}
+	if err := m.readUpper(ctx, rp); err != nil {
+		return nil, err
+	}
+	if m.given, err = rp.take(len(m.leafAt)); err != nil {
+		return nil, err
+	}
+	p := &Pages{c: c, v: versionOf(head, r), m: m, interior: r.interior}
+	if withPages && r.pages > 0 {
+		ns := setPages(r.interior)
+		data, err := rp.take(len(ns))
+		if err != nil {
+			return nil, err
+		}
+		p.preloaded = make(map[int64]*heldPage, len(ns))
+		for i, n := range ns {
+			p.preloaded[n] = &heldPage{data: data[i]}
+		}
+	}
+	return p, nil
 }
 
 // openByImage opens version root (zero: the head) from the page image
@@ -177,7 +209,7 @@ func openByImage(ctx context.Context, ir imageReader, root addr.Addr) (*Pages, e
 		img.Close()
 		return nil, err
 	}
-	return &Pages{c: ir, v: versionOf(head, r), lazy: &lazyMap{r: r}, interior: r.interior, img: img}, nil
+	return &Pages{c: ir, v: versionOf(head, r), m: &pageMap{db: ir.DB(), root: head, r: r}, interior: r.interior, img: img}, nil
 }
 
 // recorder is a ChunkReader that keeps every chunk read, in order.
@@ -226,6 +258,16 @@ func (r *replayer) next(a addr.Addr) ([]byte, error) {
 		return nil, fmt.Errorf("%w: chunk %s hashes to %s", errReplay, a, got)
 	}
 	return data, nil
+}
+
+// take returns the next n chunks unchecked.
+func (r *replayer) take(n int) ([][]byte, error) {
+	if len(r.chunks) < n {
+		return nil, fmt.Errorf("%w: it ends %d chunks short", errReplay, n-len(r.chunks))
+	}
+	got := r.chunks[:n:n]
+	r.chunks = r.chunks[n:]
+	return got, nil
 }
 
 func (r *replayer) Get(_ context.Context, a addr.Addr) ([]byte, error) { return r.next(a) }

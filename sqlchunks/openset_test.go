@@ -1,6 +1,7 @@
 package sqlchunks
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestOpenSet(t *testing.T) {
 	sameResults(t, "opened from the open set", plain, d.DB, queries)
 
 	// A set that is not the version's (a lying service) is not used.
-	lying := &lyingSet{ChunkReader: newServiceOnlyClient(t, "os", url)}
+	lying := &lyingSet{ChunkReader: newServiceOnlyClient(t, "os", url), at: 2}
 	d2, err := OpenVersion(ctx, lying, addr.Addr{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +61,108 @@ func TestOpenSet(t *testing.T) {
 	if !lying.asked {
 		t.Fatal("the open set was not asked for")
 	}
+}
+
+// TestOpenSetChecks: a version opened from its open set checks the root
+// chunk and the map levels above the leaves at open, and each leaf and
+// page the set gave the first time it is used, so a first read hashes the
+// one leaf it needs. Whichever chunk of the set is wrong, no wrong byte is
+// read: a wrong root or upper level makes the open read the version as
+// usual; a wrong leaf or page is read through the reader instead.
+func TestOpenSetChecks(t *testing.T) {
+	s := newFolder(t)
+	res := importFile(t, s, genDB(t, 12), ImportOptions{DB: "os", PageSize: 512})
+	_, url := startService(t, s, 0)
+	ctx := context.Background()
+	c := newServiceOnlyClient(t, "os", url)
+
+	ref, err := OpenPages(ctx, c, res.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := readAll(t, ref)
+	_, chunks, err := c.ReadOpenSet(ctx, res.Root, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok, err := openFromSet(ctx, c, res.Root)
+	if err != nil || !ok {
+		t.Fatalf("open from the set: %v, %v", ok, err)
+	}
+	leaves := len(p.m.leafAt)
+	if leaves < 3 || p.m.r.depth != 2 {
+		t.Fatalf("%d pages make %d leaves at depth %d; the test wants 3 or more under one inner chunk", p.v.Pages, leaves, p.m.r.depth)
+	}
+	if n := decodedLeaves(p); n != 0 {
+		t.Fatalf("%d leaves decoded at open, want none", n)
+	}
+	buf := make([]byte, p.PageSize())
+	if err := p.ReadPage(ctx, p.v.Pages, buf); err != nil {
+		t.Fatal(err)
+	}
+	if n := decodedLeaves(p); n != 1 {
+		t.Fatalf("%d leaves decoded for one page, want 1", n)
+	}
+	if !bytes.Equal(buf, want[p.v.Pages-1]) {
+		t.Fatal("the last page differs")
+	}
+
+	upper := 2 // the root chunk and the inner map chunk
+	for i := range chunks {
+		lying := &lyingSet{ChunkReader: c, at: i}
+		p, ok, err := openFromSet(ctx, lying, res.Root)
+		if err != nil {
+			t.Fatalf("chunk %d of the set wrong: %v", i, err)
+		}
+		if i < upper {
+			if ok {
+				t.Fatalf("chunk %d of the set wrong: opened from the set", i)
+			}
+			continue
+		}
+		if !ok {
+			t.Fatalf("chunk %d of the set wrong (a leaf or a page): not opened from the set", i)
+		}
+		for n := range p.preloaded {
+			if err := p.ReadPage(ctx, n, buf); err != nil || !bytes.Equal(buf, want[n-1]) {
+				t.Fatalf("chunk %d of the set wrong: page %d held from the open differs (%v)", i, n, err)
+			}
+		}
+		got := readAll(t, p)
+		for n := range got {
+			if !bytes.Equal(got[n], want[n]) {
+				t.Fatalf("chunk %d of the set wrong: page %d differs", i, n+1)
+			}
+		}
+	}
+}
+
+// readAll reads every page of p, in runs of up to a thousand.
+func readAll(t *testing.T, p *Pages) [][]byte {
+	t.Helper()
+	out := make([][]byte, p.PageCount())
+	for i := range out {
+		out[i] = make([]byte, p.PageSize())
+	}
+	for first := int64(1); first <= p.PageCount(); first += 1000 {
+		n := min(1000, p.PageCount()-first+1)
+		if err := p.ReadPages(context.Background(), first, out[first-1:first-1+n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func decodedLeaves(p *Pages) int {
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	n := 0
+	for _, l := range p.m.leaves {
+		if l != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // newServiceOnlyClient is a client of the service at url alone.
@@ -72,18 +175,20 @@ func newServiceOnlyClient(t *testing.T, db, url string) *client.Client {
 	return c
 }
 
-// lyingSet gives an open set with one chunk's bytes changed.
+// lyingSet gives an open set with one chunk's bytes changed: chunk at.
 type lyingSet struct {
 	ChunkReader
+	at    int
 	asked bool
 }
 
 func (l *lyingSet) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
 	l.asked = true
 	head, chunks, err := l.ChunkReader.(SetReader).ReadOpenSet(ctx, root, pages)
-	if err == nil && len(chunks) > 2 {
-		chunks[2] = append([]byte(nil), chunks[2]...)
-		chunks[2][0] ^= 1
+	i := l.at
+	if err == nil && len(chunks) > i {
+		chunks[i] = append([]byte(nil), chunks[i]...)
+		chunks[i][len(chunks[i])/2] ^= 1
 	}
 	return head, chunks, err
 }

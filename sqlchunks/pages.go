@@ -13,28 +13,49 @@ import (
 // ChunkReader: it is a sqlitevfs.Pages and a sqlitevfs.PageRanger, so the
 // VFS reads sequential runs ahead with one GetMany per batch.
 //
-// The whole page map is loaded by OpenPages and kept in memory (20 bytes a
-// page); a page read is one Get (a memory hit once a client has the
-// chunk), a run of pages one GetMany. The reader checks every chunk
+// The page map is kept in memory (20 bytes a page; see pageMap for when
+// its parts are read); a page read is one Get (a memory hit once a client
+// has the chunk), a run of pages one GetMany. The reader checks every chunk
 // against its address, so a page is either right or an error naming its
 // chunk. Safe for concurrent use; it holds nothing that needs closing (the
 // reader is the caller's).
 type Pages struct {
 	c ChunkReader
 	v Version
-	// addrs: page n is addrs[n-1], loaded at open; nil for a version
-	// opened by its page image (openByImage), whose page map is read
-	// only when a page the image lacks is (lazy).
-	addrs []addr.Addr
-	lazy  *lazyMap
+	m *pageMap
 	// img, when the reader gives one (WithImages), is read first; pages
 	// it lacks are read through c.
 	img PageImage
 	// interior are the interior pages the root lists.
 	interior []int64
-	// preloaded are pages read at open (page 1 and the interior pages
-	// the root lists: preload), never changed.
-	preloaded map[int64][]byte
+	// preloaded are pages had at open (page 1 and the interior pages the
+	// root lists: preload, openGiven); the map is never changed.
+	preloaded map[int64]*heldPage
+}
+
+// heldPage is a page held in memory from the open. One given unchecked (by
+// an open set) is checked against its address at its first read; one
+// that fails is not held after all, and is read through the reader.
+type heldPage struct {
+	once sync.Once
+	data []byte // nil once its check failed
+}
+
+// get returns page n's bytes, nil when it is not held.
+func (h *heldPage) get(ctx context.Context, p *Pages, n int64) []byte {
+	h.once.Do(func() {
+		if a, err := p.m.addr(ctx, p.c, n); err != nil || len(h.data) != p.v.PageSize || addr.Of(h.data) != a {
+			h.data = nil
+		}
+	})
+	return h.data
+}
+
+// checkedPage is a heldPage the reader has checked already.
+func checkedPage(data []byte) *heldPage {
+	h := &heldPage{data: data}
+	h.once.Do(func() {})
+	return h
 }
 
 // OpenPages reads the root chunk root and the whole page map of the
@@ -53,38 +74,14 @@ func OpenPages(ctx context.Context, c ChunkReader, root addr.Addr) (*Pages, erro
 // attachImage gives p the page image its reader offers (WithImages).
 func (p *Pages) attachImage(ctx context.Context) {
 	if ir, ok := p.c.(imageReader); ok && ir.images.Open != nil {
-		if img, err := ir.images.Open(ctx, p.v.PageSize, p.addrs); err == nil {
+		addrs, err := p.m.all(ctx, p.c)
+		if err != nil {
+			return
+		}
+		if img, err := ir.images.Open(ctx, p.v.PageSize, addrs); err == nil {
 			p.img = img
 		}
 	}
-}
-
-// lazyMap is the page map of a version opened by its page image, read
-// the first time a page the image lacks is.
-type lazyMap struct {
-	r     *root
-	mu    sync.Mutex
-	addrs []addr.Addr
-}
-
-// pageAddrs returns the addresses of the version's pages, reading the
-// page map first if it was not read at open (a failed read is tried
-// again by the next caller).
-func (p *Pages) pageAddrs(ctx context.Context) ([]addr.Addr, error) {
-	if p.lazy == nil {
-		return p.addrs, nil
-	}
-	l := p.lazy
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.addrs == nil {
-		addrs, err := loadMap(ctx, p.c, p.v.Root, l.r)
-		if err != nil {
-			return nil, err
-		}
-		l.addrs = addrs
-	}
-	return l.addrs, nil
 }
 
 // Close releases the page image, if the pages have one. Reads must have
@@ -94,37 +91,6 @@ func (p *Pages) Close() error {
 		return nil
 	}
 	return p.img.Close()
-}
-
-// loadMap reads the page map of root r, level by level from the top.
-func loadMap(ctx context.Context, c ChunkReader, rootAddr addr.Addr, r *root) ([]addr.Addr, error) {
-	counts := levelCounts(r.pages, r.fanout, r.depth)
-	cur := []addr.Addr{r.mapRoot}
-	for k := 0; k < r.depth; k++ {
-		level := r.depth - 1 - k
-		chunks := make([][]byte, len(cur))
-		err := c.GetMany(ctx, cur, func(i int, data []byte) error {
-			chunks[i] = data
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("sqlchunks: version %s of database %q: read page map level %d: %w", rootAddr, c.DB(), level, err)
-		}
-		next := make([]addr.Addr, 0, counts[k+1])
-		for j, data := range chunks {
-			first := int64(j) * int64(r.fanout)
-			n := int(min(int64(r.fanout), counts[k+1]-first))
-			next, err = decodeMap(next, data, level, first, n)
-			if err != nil {
-				return nil, fmt.Errorf("sqlchunks: version %s of database %q: map chunk %s (level %d, number %d): %w", rootAddr, c.DB(), cur[j], level, j, err)
-			}
-		}
-		cur = next
-	}
-	if int64(len(cur)) != r.pages {
-		return nil, fmt.Errorf("sqlchunks: version %s of database %q: %w: %d page addresses for %d pages", rootAddr, c.DB(), ErrBadMap, len(cur), r.pages)
-	}
-	return cur, nil
 }
 
 // Version returns the version whose pages p serves.
@@ -139,11 +105,11 @@ func (p *Pages) PageCount() int64 { return p.v.Pages }
 // PageAddr returns the address of page n's chunk (1-based).
 // A version opened by its page image reads its page map first.
 func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
-	addrs, err := p.pageAddrs(context.Background())
-	if err != nil || n < 1 || n > int64(len(addrs)) {
+	if n < 1 || n > p.v.Pages {
 		return addr.Addr{}, false
 	}
-	return addrs[n-1], true
+	a, err := p.m.addr(context.Background(), p.c, n)
+	return a, err == nil
 }
 
 // Preloaded implements sqlitevfs.Preloader: page 1 and the interior
@@ -164,18 +130,20 @@ func (p *Pages) ReadPage(ctx context.Context, n int64, b []byte) error {
 	if err := p.check(n, 1, b); err != nil {
 		return err
 	}
-	if data, ok := p.preloaded[n]; ok {
-		copy(b, data)
-		return nil
+	if h, ok := p.preloaded[n]; ok {
+		if data := h.get(ctx, p, n); data != nil {
+			copy(b, data)
+			return nil
+		}
 	}
 	if p.img != nil && p.img.Read(int(n-1), b) {
 		return nil
 	}
-	addrs, err := p.pageAddrs(ctx)
+	a, err := p.m.addr(ctx, p.c, n)
 	if err != nil {
 		return err
 	}
-	data, err := p.c.Get(ctx, addrs[n-1])
+	data, err := p.c.Get(ctx, a)
 	if err != nil {
 		return err // names the chunk; the VFS adds the page
 	}
@@ -213,11 +181,11 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 		// it may be mapped already: reading them again costs little).
 		first, bs = first+int64(lo), bs[lo:]
 	}
-	addrs, err := p.pageAddrs(ctx)
+	addrs, err := p.m.addrs(ctx, p.c, first, int64(len(bs)))
 	if err != nil {
 		return err
 	}
-	return p.c.GetMany(ctx, addrs[first-1:first-1+int64(len(bs))], func(i int, data []byte) error {
+	return p.c.GetMany(ctx, addrs, func(i int, data []byte) error {
 		n := first + int64(i)
 		if err := p.checkData(n, data); err != nil {
 			return err
