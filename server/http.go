@@ -294,7 +294,9 @@ func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
 	for len(frames) > 0 {
 		n := min(len(frames), 256<<10)
 		if _, err := dw.Write(frames[:n]); err != nil {
-			return
+			// Cut short, as a stream would be (counted as aborted).
+			h.c.log.Warn("open set cut short", "db", r.PathValue("db"), "err", err)
+			panic(http.ErrAbortHandler)
 		}
 		frames = frames[n:]
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/chunkd/chunkd/addr"
@@ -50,7 +51,7 @@ type VersionSet struct {
 // encode writes the set's chunks as the frames of its answer, and points
 // Chunks into them. Every frame's tier is TierMemory: the answer comes
 // from the set kept in memory.
-func (s *VersionSet) encode() {
+func (s *VersionSet) encode() error {
 	n := 0
 	for _, c := range s.Chunks {
 		n += api.FrameHeaderSize + len(c)
@@ -58,19 +59,24 @@ func (s *VersionSet) encode() {
 	var b bytes.Buffer
 	b.Grow(n)
 	fw := api.NewFrameWriter(&b)
-	chunks := make([][]byte, len(s.Chunks))
+	at := make([]int, len(s.Chunks)) // where chunk i starts
 	for i, c := range s.Chunks {
 		if i == s.PagesFrom {
 			s.pagesAt = b.Len()
 		}
-		at := b.Len() + api.FrameHeaderSize
-		fw.WriteFrame(uint32(i), true, api.TierMemory, c) // cannot fail: a bytes.Buffer, chunks far below MaxFrameLen
-		chunks[i] = b.Bytes()[at : at+len(c) : at+len(c)]
+		at[i] = b.Len() + api.FrameHeaderSize
+		if err := fw.WriteFrame(uint32(i), true, api.TierMemory, c); err != nil {
+			return err
+		}
 	}
 	if s.PagesFrom == len(s.Chunks) {
 		s.pagesAt = b.Len()
 	}
-	s.frames, s.Chunks = b.Bytes(), chunks
+	s.frames = b.Bytes()
+	for i, c := range s.Chunks {
+		s.Chunks[i] = s.frames[at[i] : at[i]+len(c) : at[i]+len(c)]
+	}
+	return nil
 }
 
 // cacheReader is the ChunkSource of one database.
@@ -201,7 +207,10 @@ func (c *Cache) versionSet(ctx context.Context, db string, root addr.Addr, fresh
 		return addr.Addr{}, VersionSet{}, fmt.Errorf("database %q, version %s: an open set of %d chunks whose pages start at %d, not starting with the root chunk", db, root, len(set.Chunks), set.PagesFrom)
 	}
 	set.image = api.ImageName(set.PageSize, set.Pages)
-	set.encode()
+	set.Chunks = slices.Clone(set.Chunks) // encode points them into its frames
+	if err := set.encode(); err != nil {
+		return addr.Addr{}, VersionSet{}, fmt.Errorf("database %q, version %s: open set: %w", db, root, err)
+	}
 	d.sets.put(root, set)
 	return root, set, nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http/httptest"
@@ -54,45 +55,73 @@ func TestOpenSetsKept(t *testing.T) {
 }
 
 // GET …/sqlite/open: with its pages by default, without for pages=0, and
-// a clear 400 for any other pages.
+// a clear 400 for any other pages. The answer is the set's chunks as
+// frames, in order, with a Content-Length; a set of no pages answers the
+// same either way.
 func TestOpenSetHTTP(t *testing.T) {
+	var all []addr.Addr // the database's chunks, set below
 	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
-		data, err := src.Get(ctx, root)
-		return VersionSet{Chunks: [][]byte{data, data}, PagesFrom: 1}, err
+		// The root chunk and three more, different sizes; the first
+		// version's set has two "pages", the others none.
+		set := VersionSet{PagesFrom: 2}
+		for _, a := range []addr.Addr{root, all[0], all[1], all[2]} {
+			data, err := src.Get(ctx, a)
+			if err != nil {
+				return VersionSet{}, err
+			}
+			set.Chunks = append(set.Chunks, data)
+		}
+		if root != all[3] {
+			set.PagesFrom = len(set.Chunks)
+		}
+		return set, nil
 	}})
 	h := NewHandler(f.cache, prometheus.NewRegistry())
-	root := f.db.All()[0]
-	for _, tc := range []struct {
-		query  string
-		code   int
-		frames int
-	}{{"", 200, 2}, {"&pages=1", 200, 2}, {"&pages=0", 200, 1}, {"&pages=no", 400, 0}} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", api.OpenSetPath("db1", root, false, true)+tc.query, nil))
-		if rec.Code != tc.code {
-			t.Fatalf("%q: status %d, want %d: %s", tc.query, rec.Code, tc.code, rec.Body)
+	all = f.db.All()
+	ctx := context.Background()
+	for _, root := range all[3:5] {
+		_, want, err := f.cache.OpenSet(ctx, "db1", root, false, true)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if tc.code != 200 {
-			if !strings.Contains(rec.Body.String(), "bad pages") {
-				t.Errorf("%q: %s", tc.query, rec.Body)
+		for i, a := range []addr.Addr{root, all[0], all[1], all[2]} {
+			if addr.Of(want[i]) != a {
+				t.Fatalf("open set of %s: chunk %d is %s, want %s", root, i, addr.Of(want[i]), a)
 			}
-			continue
 		}
-		if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {
-			t.Errorf("%q: Content-Length %q for %s bytes", tc.query, got, want)
-		}
-		n := 0
-		for f, err := range api.NewFrameReader(rec.Body).All() {
-			if err != nil {
-				t.Fatalf("%q: %v", tc.query, err)
+		pagesFrom := map[bool]int{true: 2, false: 4}[root == all[3]]
+		for _, tc := range []struct {
+			query  string
+			code   int
+			frames int
+		}{{"", 200, 4}, {"&pages=1", 200, 4}, {"&pages=0", 200, pagesFrom}, {"&pages=no", 400, 0}} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", api.OpenSetPath("db1", root, false, true)+tc.query, nil))
+			if rec.Code != tc.code {
+				t.Fatalf("%q: status %d, want %d: %s", tc.query, rec.Code, tc.code, rec.Body)
 			}
-			if f.Index != uint32(n) || !f.Found || f.Tier != api.TierMemory || addr.Of(f.Data) != root {
-				t.Fatalf("%q: frame %d: index %d, found %v, tier %v, chunk %s, want the root chunk from memory", tc.query, n, f.Index, f.Found, f.Tier, addr.Of(f.Data))
+			if tc.code != 200 {
+				if !strings.Contains(rec.Body.String(), "bad pages") {
+					t.Errorf("%q: %s", tc.query, rec.Body)
+				}
+				continue
 			}
-			n++
-		}
-		if n != tc.frames {
-			t.Errorf("%q: %d frames, want %d", tc.query, n, tc.frames)
+			if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {
+				t.Errorf("%q: Content-Length %q for %s bytes", tc.query, got, want)
+			}
+			n := 0
+			for f, err := range api.NewFrameReader(rec.Body).All() {
+				if err != nil {
+					t.Fatalf("%q: %v", tc.query, err)
+				}
+				if f.Index != uint32(n) || !f.Found || f.Tier != api.TierMemory || !bytes.Equal(f.Data, want[n]) {
+					t.Fatalf("%q: frame %d: index %d, found %v, tier %v, chunk %s, want chunk %d of the set from memory", tc.query, n, f.Index, f.Found, f.Tier, addr.Of(f.Data), n)
+				}
+				n++
+			}
+			if n != tc.frames {
+				t.Errorf("%q: %d frames, want %d", tc.query, n, tc.frames)
+			}
 		}
 	}
 }

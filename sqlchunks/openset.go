@@ -44,7 +44,7 @@ type Set struct {
 // reader in one answer.
 func OpenSet(ctx context.Context, c ChunkReader, root addr.Addr) (Set, error) {
 	rec := &recorder{ChunkReader: c}
-	p, err := openPages(ctx, rec, root, false)
+	p, err := openPages(ctx, rec, root)
 	if err != nil {
 		return Set{}, err
 	}
@@ -59,10 +59,8 @@ func OpenSet(ctx context.Context, c ChunkReader, root addr.Addr) (Set, error) {
 	return Set{Chunks: rec.chunks, PagesFrom: pagesFrom, PageSize: p.v.PageSize, Pages: addrs}, nil
 }
 
-// openPages reads the root chunk and page map of version root, and, with
-// preload, page 1 and the interior pages the root lists, kept in the
-// Pages so that reading them costs no request.
-func openPages(ctx context.Context, c ChunkReader, root addr.Addr, preload bool) (*Pages, error) {
+// openPages reads the root chunk and the whole page map of version root.
+func openPages(ctx context.Context, c ChunkReader, root addr.Addr) (*Pages, error) {
 	r, err := readRoot(ctx, c, root)
 	if err != nil {
 		return nil, err
@@ -71,13 +69,7 @@ func openPages(ctx context.Context, c ChunkReader, root addr.Addr, preload bool)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pages{c: c, v: versionOf(root, r), m: m, interior: r.interior}
-	if preload {
-		if err := p.preload(ctx, c); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
+	return &Pages{c: c, v: versionOf(root, r), m: m, interior: r.interior}, nil
 }
 
 // preload reads page 1 and the interior pages the root lists through c
@@ -162,10 +154,13 @@ func openGiven(ctx context.Context, c ChunkReader, head addr.Addr, chunks [][]by
 		return nil, err
 	}
 	m := &pageMap{db: c.DB(), root: head, r: r}
-	if err := m.readUpper(ctx, rp); err != nil {
-		return nil, err
+	m.mu.Lock() // not shared yet; readUpper wants it held
+	err = m.readUpper(ctx, rp)
+	if err == nil {
+		m.given, err = rp.take(len(m.leafAt))
 	}
-	if m.given, err = rp.take(len(m.leafAt)); err != nil {
+	m.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	p := &Pages{c: c, v: versionOf(head, r), m: m, interior: r.interior}

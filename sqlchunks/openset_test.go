@@ -3,6 +3,7 @@ package sqlchunks
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/chunkd/chunkd/addr"
@@ -50,7 +51,9 @@ func TestOpenSet(t *testing.T) {
 	}
 	sameResults(t, "opened from the open set", plain, d.DB, queries)
 
-	// A set that is not the version's (a lying service) is not used.
+	// A set with a wrong chunk (a lying service) gives the right results:
+	// here page 1, which is read through the client instead
+	// (TestOpenSetChecks tries every chunk of a set).
 	lying := &lyingSet{ChunkReader: newServiceOnlyClient(t, "os", url), at: 2}
 	d2, err := OpenVersion(ctx, lying, addr.Addr{}, nil)
 	if err != nil {
@@ -107,6 +110,31 @@ func TestOpenSetChecks(t *testing.T) {
 		t.Fatal("the last page differs")
 	}
 
+	// Connections and read-ahead read a freshly opened version at once.
+	p, _, err = openFromSet(ctx, c, res.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			b := make([]byte, p.PageSize())
+			bs := [][]byte{make([]byte, p.PageSize()), make([]byte, p.PageSize())}
+			for i := range 200 {
+				n := 1 + int64((g*7919+i*104729)%int(p.v.Pages-1))
+				if err := p.ReadPage(ctx, n, b); err != nil || !bytes.Equal(b, want[n-1]) {
+					t.Errorf("page %d read at once with others: %v", n, err)
+					return
+				}
+				if err := p.ReadPages(ctx, n, bs); err != nil || !bytes.Equal(bs[0], want[n-1]) || !bytes.Equal(bs[1], want[n]) {
+					t.Errorf("pages %d-%d read at once with others: %v", n, n+1, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
 	upper := 2 // the root chunk and the inner map chunk
 	for i := range chunks {
 		lying := &lyingSet{ChunkReader: c, at: i}
@@ -154,12 +182,12 @@ func readAll(t *testing.T, p *Pages) [][]byte {
 }
 
 func decodedLeaves(p *Pages) int {
-	p.m.mu.Lock()
-	defer p.m.mu.Unlock()
 	n := 0
-	for _, l := range p.m.leaves {
-		if l != nil {
-			n++
+	if all := p.m.leaves.Load(); all != nil {
+		for i := range *all {
+			if (*all)[i].Load() != nil {
+				n++
+			}
 		}
 	}
 	return n

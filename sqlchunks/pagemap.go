@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -20,23 +21,32 @@ import (
 // rather than the whole map (20 bytes a page: a MiB for 200 MiB of
 // pages). A given leaf that does not hash to its address is read through
 // the reader instead. The levels above the leaves are small and always
-// checked as they are read.
+// checked as they are read. A lookup in leaves already decoded takes no
+// lock; reading and decoding leaves is done under mu.
 type pageMap struct {
 	db   string    // the database's name and
 	root addr.Addr // the version's, for errors
 	r    *root
 
+	// leaves[j] is leaf j decoded (pages j·fanout+1 on), nil until then;
+	// the slice itself is set once, with leafAt, under mu.
+	leaves atomic.Pointer[[]atomic.Pointer[[]addr.Addr]]
+
 	mu     sync.Mutex
-	leafAt []addr.Addr   // the leaves' addresses; nil until the levels above are read
-	leaves [][]addr.Addr // leaf j decoded (pages j·fanout+1 on); nil until then
-	given  [][]byte      // leaf j as an open set gave it, unchecked; nil once used
+	leafAt []addr.Addr // the leaves' addresses; nil until the levels above are read
+	given  [][]byte    // leaf j as an open set gave it, unchecked; nil once used
 }
 
 // loadMap reads the whole page map of version rootAddr (root r) through c:
 // one GetMany a level, top first.
 func loadMap(ctx context.Context, c ChunkReader, rootAddr addr.Addr, r *root) (*pageMap, error) {
 	m := &pageMap{db: c.DB(), root: rootAddr, r: r}
-	if _, err := m.all(ctx, c); err != nil {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.readUpper(ctx, c); err != nil {
+		return nil, err
+	}
+	if err := m.readLeaves(ctx, c, 0, int64(len(m.leafAt))-1); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -44,6 +54,9 @@ func loadMap(ctx context.Context, c ChunkReader, rootAddr addr.Addr, r *root) (*
 
 // all returns the addresses of every page, page n at n-1.
 func (m *pageMap) all(ctx context.Context, c ChunkReader) ([]addr.Addr, error) {
+	if m.r.pages == 0 {
+		return nil, nil
+	}
 	return m.addrs(ctx, c, 1, m.r.pages)
 }
 
@@ -56,43 +69,71 @@ func (m *pageMap) addr(ctx context.Context, c ChunkReader, n int64) (addr.Addr, 
 	return as[0], nil
 }
 
-// addrs returns the addresses of pages first to first+n-1 (in range),
-// reading and checking the leaves that hold them if need be. The slice
-// may be the map's own: the caller must not change it.
+// addrs returns the addresses of pages first to first+n-1 (in range, n
+// at least 1), reading and checking the leaves that hold them if need be.
+// The slice may be the map's own: the caller must not change it.
 func (m *pageMap) addrs(ctx context.Context, c ChunkReader, first, n int64) ([]addr.Addr, error) {
 	fanout := int64(m.r.fanout)
 	lo, hi := (first-1)/fanout, (first+n-2)/fanout
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.readLeaves(ctx, c, lo, hi); err != nil {
-		return nil, err
-	}
-	if n <= 0 {
-		return nil, nil
-	}
 	off := (first - 1) - lo*fanout
+	if lo == hi { // the common case, without allocating
+		if all := m.leaves.Load(); all != nil {
+			if l := (*all)[lo].Load(); l != nil {
+				return (*l)[off : off+n : off+n], nil
+			}
+		}
+	}
+	leaves, ok := m.decoded(lo, hi)
+	if !ok {
+		m.mu.Lock()
+		err := m.readLeaves(ctx, c, lo, hi)
+		m.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		leaves, _ = m.decoded(lo, hi)
+	}
 	if lo == hi {
-		return m.leaves[lo][off : off+n], nil
+		return leaves[0][off : off+n : off+n], nil
 	}
 	out := make([]addr.Addr, 0, n)
-	for j := lo; j <= hi; j++ {
-		out = append(out, m.leaves[j]...)
+	out = append(out, leaves[0][off:]...)
+	for _, l := range leaves[1:] {
+		out = append(out, l[:min(int64(len(l)), n-int64(len(out)))]...)
 	}
-	return out[off : off+n], nil
+	return out, nil
+}
+
+// decoded returns leaves lo to hi if every one is decoded.
+func (m *pageMap) decoded(lo, hi int64) ([][]addr.Addr, bool) {
+	all := m.leaves.Load()
+	if all == nil {
+		return nil, false
+	}
+	out := make([][]addr.Addr, 0, hi-lo+1)
+	for j := lo; j <= hi; j++ {
+		l := (*all)[j].Load()
+		if l == nil {
+			return nil, false
+		}
+		out = append(out, *l)
+	}
+	return out, true
 }
 
 // readLeaves makes sure leaves lo to hi are decoded: from the open set's
 // when it gave them and they check, else every leaf not yet decoded nor
-// given, read through c in one GetMany.
+// given, read through c in one GetMany. m.mu must be held.
 func (m *pageMap) readLeaves(ctx context.Context, c ChunkReader, lo, hi int64) error {
 	if m.leafAt == nil {
 		if err := m.readUpper(ctx, c); err != nil {
 			return err
 		}
 	}
+	leaves := *m.leaves.Load()
 	missing := false
 	for j := lo; j <= hi; j++ {
-		if m.leaves[j] != nil {
+		if leaves[j].Load() != nil {
 			continue
 		}
 		if data := m.given[j]; data != nil {
@@ -110,8 +151,8 @@ func (m *pageMap) readLeaves(ctx context.Context, c ChunkReader, lo, hi int64) e
 		return nil
 	}
 	var want []int
-	for j := range m.leaves {
-		if m.leaves[j] == nil && m.given[j] == nil {
+	for j := range leaves {
+		if leaves[j].Load() == nil && m.given[j] == nil {
 			want = append(want, j)
 		}
 	}
@@ -126,7 +167,8 @@ func (m *pageMap) readLeaves(ctx context.Context, c ChunkReader, lo, hi int64) e
 	return nil
 }
 
-// decodeLeaf decodes leaf j of the map, a checked chunk.
+// decodeLeaf decodes leaf j of the map, a checked chunk. m.mu must be
+// held.
 func (m *pageMap) decodeLeaf(j int, data []byte) error {
 	first := int64(j) * int64(m.r.fanout)
 	n := int(min(int64(m.r.fanout), m.r.pages-first))
@@ -134,12 +176,13 @@ func (m *pageMap) decodeLeaf(j int, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("sqlchunks: version %s of database %q: map chunk %s (level 0, number %d): %w", m.root, m.db, m.leafAt[j], j, err)
 	}
-	m.leaves[j] = as
+	(*m.leaves.Load())[j].Store(&as)
 	return nil
 }
 
 // readUpper reads the levels of the map above the leaves through c, one
-// GetMany a level, top first, and learns the leaves' addresses.
+// GetMany a level, top first, and learns the leaves' addresses. m.mu must
+// be held.
 func (m *pageMap) readUpper(ctx context.Context, c ChunkReader) error {
 	r := m.r
 	counts := levelCounts(r.pages, r.fanout, r.depth)
@@ -169,7 +212,8 @@ func (m *pageMap) readUpper(ctx context.Context, c ChunkReader) error {
 		return fmt.Errorf("sqlchunks: version %s of database %q: %w: %d leaf addresses for %d leaves", m.root, c.DB(), ErrBadMap, len(cur), want)
 	}
 	m.leafAt = cur
-	m.leaves = make([][]addr.Addr, len(cur))
+	leaves := make([]atomic.Pointer[[]addr.Addr], len(cur))
+	m.leaves.Store(&leaves)
 	if m.given == nil {
 		m.given = make([][]byte, len(cur))
 	}

@@ -43,8 +43,12 @@ type heldPage struct {
 
 // get returns page n's bytes, nil when it is not held.
 func (h *heldPage) get(ctx context.Context, p *Pages, n int64) []byte {
+	a, err := p.m.addr(ctx, p.c, n)
+	if err != nil {
+		return nil // not checked, maybe not for good: the caller's read meets the error
+	}
 	h.once.Do(func() {
-		if a, err := p.m.addr(ctx, p.c, n); err != nil || len(h.data) != p.v.PageSize || addr.Of(h.data) != a {
+		if len(h.data) != p.v.PageSize || addr.Of(h.data) != a {
 			h.data = nil
 		}
 	})
@@ -63,7 +67,7 @@ func checkedPage(data []byte) *heldPage {
 // is not a root chunk is an error wrapping ErrNotRoot; a page map that
 // does not fit its root, one wrapping ErrBadMap.
 func OpenPages(ctx context.Context, c ChunkReader, root addr.Addr) (*Pages, error) {
-	p, err := openPages(ctx, c, root, false)
+	p, err := openPages(ctx, c, root)
 	if err != nil {
 		return nil, err
 	}
