@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/internal/chunkmem"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/store"
 	"github.com/maypok86/otter/v2"
@@ -296,13 +297,10 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 	c := &Client{opts: o, log: o.Logger, backoff: backoff{min: minBackoff, max: maxBackoff}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if o.MemBytes > 0 {
-		c.mem, err = otter.New(&otter.Options[addr.Addr, []byte]{
-			MaximumWeight: uint64(o.MemBytes),
-			Weigher:       func(_ addr.Addr, v []byte) uint32 { return uint32(min(len(v)+memOverhead, 1<<32-1)) },
-		})
+		c.mem, err = chunkmem.New(o.MemBytes)
 		if err != nil {
 			c.cancel()
-			return nil, fmt.Errorf("client: memory cache: %w", err)
+			return nil, fmt.Errorf("client: %w", err)
 		}
 	}
 	if o.Service != "" {
@@ -334,10 +332,6 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 	}
 	return c, nil
 }
-
-// memOverhead is what the memory tier charges per chunk beyond its bytes:
-// the key, the slice header and the cache's own node.
-const memOverhead = 64
 
 // DB returns the database's name.
 func (c *Client) DB() string { return c.opts.DB }

@@ -1,9 +1,8 @@
 package server
 
 import (
-	"fmt"
-
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/internal/chunkmem"
 	"github.com/maypok86/otter/v2"
 )
 
@@ -17,16 +16,10 @@ type memory struct {
 	cache *otter.Cache[addr.Addr, []byte]
 }
 
-// memOverhead is what the memory tier charges per chunk beyond its bytes.
-const memOverhead = 64
-
 func newMemory(max int64) (*memory, error) {
-	c, err := otter.New(&otter.Options[addr.Addr, []byte]{
-		MaximumWeight: uint64(max),
-		Weigher:       func(_ addr.Addr, v []byte) uint32 { return uint32(len(v)) + memOverhead },
-	})
+	c, err := chunkmem.New(max)
 	if err != nil {
-		return nil, fmt.Errorf("memory cache: %w", err)
+		return nil, err
 	}
 	return &memory{max: max, cache: c}, nil
 }
@@ -37,7 +30,7 @@ func (m *memory) get(a addr.Addr) ([]byte, bool) { return m.cache.GetIfPresent(a
 // would only evict everything else, and linger until the cache's next
 // maintenance).
 func (m *memory) put(a addr.Addr, data []byte) {
-	if int64(len(data))+memOverhead <= m.max {
+	if int64(len(data))+chunkmem.Overhead <= m.max {
 		m.cache.Set(a, data)
 	}
 }
