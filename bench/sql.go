@@ -413,9 +413,13 @@ func runSQLQuery(ctx context.Context, q sqlQuery, ids []int64, open func() (*sql
 		}
 		defer st.Close()
 		res.lats = make([]time.Duration, 0, len(ids))
+		sctx := statementContext(ctx)
 		for _, id := range ids {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
 			t0 := time.Now()
-			rows, err := st.QueryContext(ctx, id)
+			rows, err := st.QueryContext(sctx, id)
 			if err != nil {
 				return res, d.QueryError(err)
 			}

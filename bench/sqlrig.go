@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -214,6 +215,9 @@ func newSQLRuns(rep *Report, budget time.Duration) *sqlRuns {
 // fails now (what names it in the note that says so), it returns ok
 // false. The error is what ends the suite: a canceled ctx, or a wrong
 // answer (errRows).
+//
+// op's statements run under statementContext: the budget and ctx end the
+// run between operations, not inside one.
 func (m *sqlRuns) drive(ctx context.Context, run int, what string, k caseKey, p *sqlPathDB, l Load, op Op) (s Sample, ok bool, err error) {
 	if m.failed[k] != nil {
 		return Sample{}, false, nil
@@ -221,7 +225,9 @@ func (m *sqlRuns) drive(ctx context.Context, run int, what string, k caseKey, p 
 	var st0 statsSnap
 	l.Mark = func() { st0 = snap(p.db) }
 	rctx, cancel := context.WithTimeout(ctx, m.budget)
-	s, err = Drive(rctx, l, op)
+	s, err = Drive(rctx, l, func(ctx context.Context, w int, rng *rand.Rand) error {
+		return op(statementContext(ctx), w, rng)
+	})
 	cancel()
 	st1 := snap(p.db)
 	if err != nil {
@@ -289,3 +295,14 @@ func (m *sqlRuns) setHitRatios(paths []string) {
 	}
 	setHitRatios(m.rep, paths, byPath)
 }
+
+// statementContext is the context the SQL suites run their statements
+// under: ctx without its cancellation, the loops that run them checking
+// ctx between statements. Under a context that can be canceled,
+// database/sql starts a goroutine for every query to watch it (and the
+// SQLite driver one for every Exec), and wakes it when the statement
+// ends: two thread wake-ups a statement, which on our 2-core VM cost a
+// local point lookup 10–300 µs over its 21 µs and one through the service
+// about 40 µs (1,000 lookups, five rounds each way; docs/benchmarks.md) —
+// noise of the harness, not of the storage path under test.
+func statementContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
