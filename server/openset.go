@@ -127,24 +127,12 @@ func (r cacheReader) Root(ctx context.Context) (addr.Addr, error) {
 }
 
 // OpenSet returns the open set of version root of database db, a chunkd
-// SQLite database (Config.OpenSet, sqlchunks.OpenSet), without its pages
-// unless pages (api.PatternOpenSet): the zero root means the current one
-// (checked against the store's manifest first with fresh), which it
-// returns.
-func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh, pages bool) (addr.Addr, [][]byte, error) {
-	root, set, err := c.versionSet(ctx, db, root, fresh)
-	if err != nil {
-		return addr.Addr{}, nil, err
-	}
-	if !pages {
-		return root, set.Chunks[:set.PagesFrom], nil
-	}
-	return root, set.Chunks, nil
-}
-
-// openSetFrames is OpenSet as its HTTP answer sends it: the chunks as
-// frames (api.FrameReader reads them), encoded once a version.
-func (c *Cache) openSetFrames(ctx context.Context, db string, root addr.Addr, fresh, pages bool) (addr.Addr, []byte, error) {
+// SQLite database (Config.OpenSet, sqlchunks.OpenSet), as its HTTP answer
+// sends it (api.PatternOpenSet: the chunks as frames, which
+// api.FrameReader reads; encoded once a version), without its pages
+// unless pages: the zero root means the current one (checked against the
+// store's manifest first with fresh), which it returns.
+func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh, pages bool) (addr.Addr, []byte, error) {
 	root, set, err := c.versionSet(ctx, db, root, fresh)
 	if err != nil {
 		return addr.Addr{}, nil, err

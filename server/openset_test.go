@@ -31,7 +31,8 @@ func TestOpenSetsKept(t *testing.T) {
 		t.Helper()
 		for _, pages := range []bool{true, false} {
 			want := map[bool]int{true: 2, false: 1}[pages]
-			root, set, err := f.cache.OpenSet(ctx, "db1", addrs[i], false, pages)
+			root, frames, err := f.cache.OpenSet(ctx, "db1", addrs[i], false, pages)
+			set := decodeFrames(t, frames)
 			if err != nil || root != addrs[i] || len(set) != want || addr.Of(set[0]) != addrs[i] {
 				t.Fatalf("open set of %s (pages %v): root %s, %d chunks (want %d), %v", addrs[i], pages, root, len(set), want, err)
 			}
@@ -80,10 +81,11 @@ func TestOpenSetHTTP(t *testing.T) {
 	all = f.db.All()
 	ctx := context.Background()
 	for _, root := range all[3:5] {
-		_, want, err := f.cache.OpenSet(ctx, "db1", root, false, true)
+		_, frames, err := f.cache.OpenSet(ctx, "db1", root, false, true)
 		if err != nil {
 			t.Fatal(err)
 		}
+		want := decodeFrames(t, frames)
 		for i, a := range []addr.Addr{root, all[0], all[1], all[2]} {
 			if addr.Of(want[i]) != a {
 				t.Fatalf("open set of %s: chunk %d is %s, want %s", root, i, addr.Of(want[i]), a)
@@ -180,4 +182,20 @@ func TestVersionImageHTTP(t *testing.T) {
 			t.Errorf("%s: status %d, %s; want 400 naming %q", path, rec.Code, rec.Body, wantErr)
 		}
 	}
+}
+
+// decodeFrames reads an open set's frames: their chunks, in order.
+func decodeFrames(t *testing.T, frames []byte) [][]byte {
+	t.Helper()
+	var chunks [][]byte
+	for f, err := range api.NewFrameReader(bytes.NewReader(frames)).All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Index != uint32(len(chunks)) || !f.Found {
+			t.Fatalf("frame %d: index %d, found %v", len(chunks), f.Index, f.Found)
+		}
+		chunks = append(chunks, f.Data)
+	}
+	return chunks
 }
