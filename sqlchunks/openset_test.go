@@ -15,14 +15,11 @@ import (
 // its leaf; results are the local file's. The import lists the interior
 // pages in the root.
 func TestOpenSet(t *testing.T) {
-	s := newFolder(t)
 	path := genDB(t, 11)
-	res := importFile(t, s, path, ImportOptions{DB: "os", Message: "first"})
+	res, url, c := serveVersion(t, path, ImportOptions{DB: "os", Message: "first"})
 	plain := plainDB(t, path)
-	_, url := startService(t, s, 0)
 	ctx := context.Background()
 
-	c := newServiceOnlyClient(t, "os", url)
 	r, err := readRoot(ctx, c, res.Root)
 	if err != nil {
 		t.Fatal(err)
@@ -73,11 +70,8 @@ func TestOpenSet(t *testing.T) {
 // read: a wrong root or upper level makes the open read the version as
 // usual; a wrong leaf or page is read through the reader instead.
 func TestOpenSetChecks(t *testing.T) {
-	s := newFolder(t)
-	res := importFile(t, s, genDB(t, 12), ImportOptions{DB: "os", PageSize: 512})
-	_, url := startService(t, s, 0)
+	res, _, c := serveVersion(t, genDB(t, 12), ImportOptions{DB: "os", PageSize: 512})
 	ctx := context.Background()
-	c := newServiceOnlyClient(t, "os", url)
 
 	ref, err := OpenPages(ctx, c, res.Root)
 	if err != nil {
@@ -191,6 +185,16 @@ func decodedLeaves(p *Pages) int {
 		}
 	}
 	return n
+}
+
+// serveVersion imports the database at path into a new folder store,
+// starts a service over it and returns the version, the service's URL and
+// a client of the service alone.
+func serveVersion(t *testing.T, path string, o ImportOptions) (*ImportResult, string, *client.Client) {
+	s := newFolder(t)
+	res := importFile(t, s, path, o)
+	_, url := startService(t, s, 0)
+	return res, url, newServiceOnlyClient(t, o.DB, url)
 }
 
 // newServiceOnlyClient is a client of the service at url alone.
