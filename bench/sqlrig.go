@@ -296,13 +296,17 @@ func (m *sqlRuns) setHitRatios(paths []string) {
 	setHitRatios(m.rep, paths, byPath)
 }
 
-// statementContext is the context the SQL suites run their statements
-// under: ctx without its cancellation, the loops that run them checking
-// ctx between statements. Under a context that can be canceled,
-// database/sql starts a goroutine for every query to watch it (and the
-// SQLite driver one for every Exec), and wakes it when the statement
-// ends: two thread wake-ups a statement, which on our 2-core VM cost a
+// statementContext is the context the SQL suites run their measured
+// statements under: ctx without its cancellation. drive checks ctx
+// between operations (a whole transaction in sysbench and title5),
+// runSQLQuery between point lookups; a query run once (a join, a scan)
+// and the statements' preparation keep ctx. Under a context that can be
+// canceled, database/sql starts a goroutine for every query to watch it,
+// woken when the query ends (and the SQLite driver runs every Exec on a
+// goroutine of its own): thread wake-ups that on our 2-core VM cost a
 // local point lookup 10–300 µs over its 21 µs and one through the service
 // about 40 µs (1,000 lookups, five rounds each way; docs/benchmarks.md) —
-// noise of the harness, not of the storage path under test.
+// noise of the harness, not of the storage path under test. A
+// transaction now always reaches its COMMIT, where a cancel inside one
+// left the session's connection in it.
 func statementContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -7,7 +7,7 @@ import (
 )
 
 // memory is the memory tier: decoded chunks keyed by address, shared by
-// every database, bounded by weight (S3-FIFO, otter). Only proven bytes
+// every database, bounded by weight (internal/chunkmem). Only proven bytes
 // enter it (see the package comment): an address names its bytes, so one
 // database's read may serve another's, but the tier is consulted only
 // after the asking database's own index says it holds the address.

@@ -1,6 +1,6 @@
 // Package chunkmem is the cache behind a memory tier, the service's and a
 // client's alike: decoded chunks by address, bounded by their weight
-// (S3-FIFO, otter).
+// (otter: adaptive W-TinyLFU).
 package chunkmem
 
 import (
@@ -23,7 +23,11 @@ const Overhead = 64
 // is a wake-up of another thread per chunk read from the next tier
 // (measured: 2.7–3.4 context switches per client Get of a chunk not in
 // memory against 1.0–1.3 with the upkeep inline, and 20–30 µs more a
-// read, on a 2-core VM). With the upkeep inline, only GetIfPresent, Set,
+// read, on a 2-core VM). The caller that finds the upkeep due pays for it:
+// a few µs in steady state, up to about a hundred after a burst of writes
+// from many goroutines. Upkeep a pass leaves over (writes made while it
+// ran) waits for the next call: until then an idle cache may hold a few
+// chunks over its bound. With the upkeep inline, only GetIfPresent, Set,
 // Invalidate and the size methods may be used: no Compute, loader or
 // OnDeletion, which would run under the cache's locks.
 func New(maxBytes int64) (*otter.Cache[addr.Addr, []byte], error) {
