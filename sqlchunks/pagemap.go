@@ -76,49 +76,39 @@ func (m *pageMap) addrs(ctx context.Context, c ChunkReader, first, n int64) ([]a
 	fanout := int64(m.r.fanout)
 	lo, hi := (first-1)/fanout, (first+n-2)/fanout
 	off := (first - 1) - lo*fanout
-	if lo == hi { // the common case, without allocating
-		if all := m.leaves.Load(); all != nil {
-			if l := (*all)[lo].Load(); l != nil {
-				return (*l)[off : off+n : off+n], nil
+	for j := lo; j <= hi; j++ {
+		if _, ok := m.leaf(j); !ok {
+			m.mu.Lock()
+			err := m.readLeaves(ctx, c, lo, hi)
+			m.mu.Unlock()
+			if err != nil {
+				return nil, err
 			}
+			break
 		}
 	}
-	leaves, ok := m.decoded(lo, hi)
-	if !ok {
-		m.mu.Lock()
-		err := m.readLeaves(ctx, c, lo, hi)
-		m.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		leaves, _ = m.decoded(lo, hi)
-	}
-	if lo == hi {
-		return leaves[0][off : off+n : off+n], nil
+	if l, _ := m.leaf(lo); lo == hi {
+		return l[off : off+n : off+n], nil
 	}
 	out := make([]addr.Addr, 0, n)
-	out = append(out, leaves[0][off:]...)
-	for _, l := range leaves[1:] {
+	for j := lo; j <= hi; j++ {
+		l, _ := m.leaf(j)
+		if j == lo {
+			l = l[off:]
+		}
 		out = append(out, l[:min(int64(len(l)), n-int64(len(out)))]...)
 	}
 	return out, nil
 }
 
-// decoded returns leaves lo to hi if every one is decoded.
-func (m *pageMap) decoded(lo, hi int64) ([][]addr.Addr, bool) {
-	all := m.leaves.Load()
-	if all == nil {
-		return nil, false
-	}
-	out := make([][]addr.Addr, 0, hi-lo+1)
-	for j := lo; j <= hi; j++ {
-		l := (*all)[j].Load()
-		if l == nil {
-			return nil, false
+// leaf returns leaf j decoded, if it is.
+func (m *pageMap) leaf(j int64) ([]addr.Addr, bool) {
+	if all := m.leaves.Load(); all != nil {
+		if l := (*all)[j].Load(); l != nil {
+			return *l, true
 		}
-		out = append(out, *l)
 	}
-	return out, true
+	return nil, false
 }
 
 // readLeaves makes sure leaves lo to hi are decoded: from the open set's

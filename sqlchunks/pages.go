@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/chunkd/chunkd/addr"
 )
@@ -37,12 +38,16 @@ type Pages struct {
 // an open set) is checked against its address at its first read; one
 // that fails is not held after all, and is read through the reader.
 type heldPage struct {
-	once sync.Once
-	data []byte // nil once its check failed
+	checked atomic.Bool // data is checked (or nil): no more lookups
+	once    sync.Once
+	data    []byte // nil once its check failed
 }
 
 // get returns page n's bytes, nil when it is not held.
 func (h *heldPage) get(ctx context.Context, p *Pages, n int64) []byte {
+	if h.checked.Load() {
+		return h.data
+	}
 	a, err := p.m.addr(ctx, p.c, n)
 	if err != nil {
 		return nil // not checked, maybe not for good: the caller's read meets the error
@@ -51,6 +56,7 @@ func (h *heldPage) get(ctx context.Context, p *Pages, n int64) []byte {
 		if len(h.data) != p.v.PageSize || addr.Of(h.data) != a {
 			h.data = nil
 		}
+		h.checked.Store(true)
 	})
 	return h.data
 }
@@ -58,7 +64,7 @@ func (h *heldPage) get(ctx context.Context, p *Pages, n int64) []byte {
 // checkedPage is a heldPage the reader has checked already.
 func checkedPage(data []byte) *heldPage {
 	h := &heldPage{data: data}
-	h.once.Do(func() {})
+	h.checked.Store(true)
 	return h
 }
 
