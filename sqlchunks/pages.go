@@ -205,6 +205,42 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 	}) // errors name the chunks; the VFS adds the pages
 }
 
+// ReadPageList implements sqlitevfs.PageLister: from the page image what
+// it holds, the rest with one GetMany.
+func (p *Pages) ReadPageList(ctx context.Context, ns []int64, bs [][]byte) error {
+	if len(ns) != len(bs) {
+		return fmt.Errorf("sqlchunks: %d pages into %d buffers", len(ns), len(bs))
+	}
+	var missing []int // positions in ns to read through the reader
+	for i, n := range ns {
+		if err := p.check(n, 1, bs[i]); err != nil {
+			return err
+		}
+		if p.img == nil || !p.img.Read(int(n-1), bs[i]) {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	addrs := make([]addr.Addr, len(missing))
+	for k, i := range missing {
+		a, err := p.m.addr(ctx, p.c, ns[i])
+		if err != nil {
+			return err
+		}
+		addrs[k] = a
+	}
+	return p.c.GetMany(ctx, addrs, func(k int, data []byte) error {
+		i := missing[k]
+		if err := p.checkData(ns[i], data); err != nil {
+			return err
+		}
+		copy(bs[i], data)
+		return nil
+	}) // errors name the chunks; the VFS adds the pages
+}
+
 func (p *Pages) check(first, n int64, b []byte) error {
 	if first < 1 || n < 1 || first+n-1 > p.v.Pages {
 		return fmt.Errorf("sqlchunks: pages %d-%d out of range of version %s (%d pages)", first, first+n-1, p.v.Root, p.v.Pages)

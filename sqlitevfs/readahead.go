@@ -36,6 +36,7 @@ type readAhead struct {
 	ctx  context.Context // the registration's: background fetches end with it
 	size int64           // pages per batch
 	pre  Preloader       // the pages' Preloader, if they have one
+	tree *treeAhead      // index scans' table leaves, if the pages are a PageLister
 
 	mu      sync.Mutex
 	recent  [recentPages]int64
@@ -61,6 +62,9 @@ type prefetch struct {
 func newReadAhead(ctx context.Context, p Pages, src PageRanger, size int) *readAhead {
 	ra := &readAhead{Pages: p, src: src, ctx: ctx, size: int64(size)}
 	ra.pre, _ = p.(Preloader)
+	if l, ok := p.(PageLister); ok {
+		ra.tree = newTreeAhead(ctx, p, l)
+	}
 	for i := range ra.recent {
 		ra.recent[i] = -1
 	}
@@ -69,6 +73,20 @@ func newReadAhead(ctx context.Context, p Pages, src PageRanger, size int) *readA
 
 // ReadPage implements Pages.
 func (ra *readAhead) ReadPage(ctx context.Context, n int64, p []byte) error {
+	if ra.tree == nil {
+		return ra.readPage(ctx, n, p)
+	}
+	if !ra.tree.take(ctx, n, p) {
+		if err := ra.readPage(ctx, n, p); err != nil {
+			return err
+		}
+	}
+	ra.tree.saw(n, p)
+	return nil
+}
+
+// readPage reads page n from a batch, a new batch or the source.
+func (ra *readAhead) readPage(ctx context.Context, n int64, p []byte) error {
 	if ra.preloaded(n) {
 		return ra.Pages.ReadPage(ctx, n, p)
 	}

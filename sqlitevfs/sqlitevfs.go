@@ -100,6 +100,18 @@ type PageRanger interface {
 	ReadPages(ctx context.Context, first int64, ps [][]byte) error
 }
 
+// PageLister is an optional interface of Pages for reading pages that are
+// not consecutive with one request. The VFS uses it, when the Pages has
+// it, to fetch the table leaves an index scan is about to read (see
+// treeAhead).
+type PageLister interface {
+	// ReadPageList reads pages ns[0], ns[1], ... into ps[0], ps[1], ...;
+	// each len(ps[i]) == PageSize() and each ns[i] is a page of the
+	// image. It is called from a background goroutine too, with a
+	// context that ends at Unregister.
+	ReadPageList(ctx context.Context, ns []int64, ps [][]byte) error
+}
+
 // Preloader is an optional interface of Pages that holds some pages in
 // memory already (read when the source was opened: the interior pages of
 // the B-trees, say), which cost no request. Read-ahead reads them

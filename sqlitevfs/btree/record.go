@@ -1,0 +1,124 @@
+package btree
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrSpilled is a record value that is not on the page: the record spills
+// onto overflow pages before the value ends.
+var ErrSpilled = errors.New("btree: value on an overflow page")
+
+// Record is a record (a row or an index key) in SQLite's record format: a
+// header of serial types, then the values. It may be only the part of a
+// record that is on its page.
+type Record struct {
+	b        []byte
+	off, end int // the record is b[off:end]
+}
+
+// Column returns value i of the record: nil (NULL), int64, float64,
+// string (text) or []byte (a blob; it shares the page's bytes). A value
+// past the record's last is an error; one past the page's part of a
+// spilled record is ErrSpilled.
+func (r Record) Column(i int) (any, error) {
+	types, body, err := r.header()
+	if err != nil {
+		return nil, err
+	}
+	if i >= len(types) {
+		return nil, fmt.Errorf("btree: column %d of a record of %d", i, len(types))
+	}
+	for _, t := range types[:i] {
+		body += serialSize(t)
+	}
+	return r.value(types[i], body)
+}
+
+// last returns the record's last value.
+func (r Record) last() (any, error) {
+	types, body, err := r.header()
+	if err != nil {
+		return nil, err
+	}
+	if len(types) == 0 {
+		return nil, errors.New("btree: empty record")
+	}
+	for _, t := range types[:len(types)-1] {
+		body += serialSize(t)
+	}
+	return r.value(types[len(types)-1], body)
+}
+
+// header returns the record's serial types and the offset of its first
+// value.
+func (r Record) header() ([]uint64, int, error) {
+	if r.off < 0 || r.off > r.end || r.end > len(r.b) {
+		return nil, 0, errors.New("btree: record past the page's end")
+	}
+	b := r.b[:r.end]
+	size, w := Varint(b, r.off)
+	if w == 0 || r.off+int(size) > r.end || int(size) < w {
+		return nil, 0, errors.New("btree: record header past the record's end")
+	}
+	var types []uint64
+	for at := r.off + w; at < r.off+int(size); {
+		t, tw := Varint(b[:r.off+int(size)], at)
+		if tw == 0 {
+			return nil, 0, errors.New("btree: serial type past the record header's end")
+		}
+		types = append(types, t)
+		at += tw
+	}
+	return types, r.off + int(size), nil
+}
+
+// serialSize is the size of a value of serial type t.
+func serialSize(t uint64) int {
+	switch {
+	case t <= 4:
+		return [...]int{0, 1, 2, 3, 4}[t]
+	case t == 5:
+		return 6
+	case t == 6, t == 7:
+		return 8
+	case t < 12:
+		return 0
+	}
+	return int((t - 12) / 2)
+}
+
+func (r Record) value(t uint64, at int) (any, error) {
+	size := serialSize(t)
+	if at+size > r.end {
+		return nil, ErrSpilled
+	}
+	v := r.b[at : at+size]
+	switch {
+	case t == 0:
+		return nil, nil
+	case t <= 6:
+		var x int64
+		for i, c := range v {
+			if i == 0 {
+				x = int64(int8(c)) // sign-extend from the top byte
+			} else {
+				x = x<<8 | int64(c)
+			}
+		}
+		return x, nil
+	case t == 7:
+		return math.Float64frombits(binary.BigEndian.Uint64(v)), nil
+	case t == 8:
+		return int64(0), nil
+	case t == 9:
+		return int64(1), nil
+	case t < 12:
+		return nil, fmt.Errorf("btree: reserved serial type %d", t)
+	case t%2 == 0:
+		return v, nil
+	}
+	return string(v), nil
+}

@@ -1,0 +1,130 @@
+package btree
+
+import "fmt"
+
+// ReadFunc returns the bytes of page n. The bytes must not change while
+// they are used.
+type ReadFunc func(n int64) ([]byte, error)
+
+// Object is a row of the schema table (sqlite_schema, rooted at page 1):
+// a table, index, view or trigger, and the root page of its B-tree (0 for
+// those that have none).
+type Object struct {
+	Type  string // "table", "index", "view" or "trigger"
+	Name  string
+	Table string // the table an index belongs to (tbl_name)
+	Root  int64
+}
+
+// Schema reads the schema table from page 1 down. Rows whose first four
+// columns do not fit their page (a schema of very long names) are passed
+// over.
+func Schema(read ReadFunc, usable int) ([]Object, error) {
+	var out []Object
+	err := visit(read, 1, usable, maxDepth, func(p Page) error {
+		if p.Kind() != TableLeaf {
+			return fmt.Errorf("%w %d: a page of the schema table of kind 0x%02x", ErrMalformed, p.n, byte(p.Kind()))
+		}
+		return p.TableRows(func(_ int64, r Record) error {
+			var o Object
+			var ok [4]bool
+			for i := range ok {
+				v, err := r.Column(i)
+				if err != nil {
+					return nil // spilled or short: passed over
+				}
+				switch x := v.(type) {
+				case string:
+					switch i {
+					case 0:
+						o.Type, ok[i] = x, true
+					case 1:
+						o.Name, ok[i] = x, true
+					case 2:
+						o.Table, ok[i] = x, true
+					}
+				case int64:
+					o.Root, ok[i] = x, i == 3
+				case nil:
+					ok[i] = i == 3 // views and triggers have no root
+				}
+			}
+			if ok == [4]bool{true, true, true, true} {
+				out = append(out, o)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// maxDepth bounds a walk down a B-tree: SQLite's own limit is 20 levels.
+const maxDepth = 20
+
+// visit calls fn for each page of the B-tree rooted at page n that is a
+// leaf or stop levels below n, in key order, reading the pages above them
+// and those.
+func visit(read ReadFunc, n int64, usable, stop int, fn func(Page) error) error {
+	if stop < 0 {
+		return fmt.Errorf("%w %d: a B-tree deeper than %d levels (a loop?)", ErrMalformed, n, maxDepth)
+	}
+	b, err := read(n)
+	if err != nil {
+		return err
+	}
+	p, err := Parse(b, n, usable)
+	if err != nil {
+		return err
+	}
+	if stop == 0 || !p.Kind().Interior() {
+		return fn(p)
+	}
+	children, err := p.Children()
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		if err := visit(read, c, usable, stop-1, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Leaves returns the leaf pages of the B-tree rooted at page root, in key
+// order. It reads the interior pages, and one leaf (the left-most, to
+// learn the tree's depth: every leaf of a B-tree is at the same depth).
+func Leaves(read ReadFunc, root int64, usable int) ([]int64, error) {
+	depth := 0 // levels of interior pages
+	for n := root; ; depth++ {
+		if depth > maxDepth {
+			return nil, fmt.Errorf("%w %d: a B-tree deeper than %d levels (a loop?)", ErrMalformed, root, maxDepth)
+		}
+		b, err := read(n)
+		if err != nil {
+			return nil, err
+		}
+		p, err := Parse(b, n, usable)
+		if err != nil {
+			return nil, err
+		}
+		if !p.Kind().Interior() {
+			break
+		}
+		children, err := p.Children()
+		if err != nil {
+			return nil, err
+		}
+		n = children[0]
+	}
+	if depth == 0 {
+		return []int64{root}, nil
+	}
+	var out []int64
+	err := visit(read, root, usable, depth-1, func(p Page) error {
+		children, err := p.Children() // an error for a leaf above the depth
+		out = append(out, children...)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,473 @@
+package sqlitevfs
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chunkd/chunkd/sqlitevfs/btree"
+)
+
+// Index-scan read-ahead bookkeeping.
+const (
+	// treeBatches is how many index leaves' table leaves are held at once:
+	// the leaf SQLite is on, the next one fetched ahead, one spare.
+	treeBatches = 3
+	// maxTreeBatch caps the table leaves fetched for one index leaf.
+	maxTreeBatch = 1024
+)
+
+// treeAhead fetches, for an index scan, the table leaves its rows will be
+// looked up in, a whole index leaf's worth with one ReadPageList call,
+// before SQLite asks for them one at a time.
+//
+// An index scan that is not covering (SELECT * ... WHERE indexed > x)
+// reads an index leaf, then for each of its entries the table leaf that
+// holds the entry's rowid: hundreds of reads of pages scattered over the
+// table, each a request to a remote source. The index leaf names them
+// all: its entries end with their rowids, and the table's interior pages
+// (usually held in memory by the source: Preloader) say which leaf holds
+// which rowid.
+//
+// It works per index of a rowid table, found in the schema at the first
+// index leaf read. A read of an index leaf right after the leaf before it
+// (in key order, on any connection) is a scan. At the scan's first step
+// treeAhead only watches: if SQLite then reads at least half of the table
+// leaves the previous index leaf named, the scan is not covering and the
+// next steps fetch: the table leaves of the index leaf just read (unless
+// fetched already), and in the background the next index leaf and its
+// table leaves. A scan whose fetched pages go mostly unread (a filter on
+// the index itself, a LIMIT) stops fetching until it starts again.
+//
+// Pages come from the source's ReadPageList, so they are exactly what a
+// read of each would return; they are held until read once, at most
+// treeBatches index leaves' worth. Nothing here fails a read: a page that
+// does not parse, a fetch that fails, leave SQLite to read as it would.
+type treeAhead struct {
+	src   PageLister
+	pages Pages // the source, for the schema and interior pages
+	ctx   context.Context
+
+	initOnce sync.Once
+	ready    atomic.Bool // init has run: the fields below are set
+	usable   int
+	leafOf   map[int64]leafPos // index leaf → its index and place in it
+	indexes  []*scanIndex
+
+	nodes sync.Map // table interior page → *tableNode
+
+	mu      sync.Mutex
+	held    map[int64]heldLeaf
+	batches [treeBatches]*treeBatch
+	bi      int
+	ahead   *treeBatch // the background fetch of a next index leaf, if any
+	watch   *scanIndex // the index whose first scan step is watched
+}
+
+// leafPos places an index leaf: index ix's leaf number ord, in key order.
+type leafPos struct{ ix, ord int32 }
+
+// scanIndex is an index of a rowid table and how a scan of it is going.
+type scanIndex struct {
+	table      int64   // the table's root page
+	tableDepth int     // interior levels of the table's B-tree
+	leaves     []int64 // the index's leaves in key order
+
+	last  int32 // ord of the index leaf read last, -1 for none
+	dir   int32 // the scan's direction: +1 (ascending) or -1
+	state scanState
+	want  map[int64]bool // watching: table leaves the last index leaf names
+	seen  int            // watching: reads of them since
+}
+
+type scanState int
+
+const (
+	scanNew      scanState = iota // a read that did not follow the last: perhaps a scan starts inside this leaf
+	scanWatching                  // the scan's first whole leaf: does SQLite read the table leaves it names?
+	scanFetching                  // it does: fetch ahead
+	scanOff                       // it does not: leave this scan alone
+)
+
+// treeBatch is the table leaves of one index leaf (and, fetched in the
+// background, the index leaf itself).
+type treeBatch struct {
+	leaf  int64   // the index leaf
+	list  []int64 // pages it added to held
+	used  int     // of them, pages read
+	done  chan struct{}
+	pages map[int64]bool // for a background fetch: what it will hold (set once the leaf is read)
+}
+
+type heldLeaf struct {
+	data  []byte
+	batch *treeBatch
+}
+
+// tableNode is a decoded table interior page.
+type tableNode struct{ keys, children []int64 }
+
+func newTreeAhead(ctx context.Context, p Pages, src PageLister) *treeAhead {
+	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}}
+}
+
+// take copies page n into p if it is held (or being fetched in the
+// background), and lets go of it: SQLite's cache has it now.
+func (t *treeAhead) take(ctx context.Context, n int64, p []byte) bool {
+	t.mu.Lock()
+	if h, ok := t.held[n]; ok {
+		copy(p, h.data)
+		h.batch.used++
+		delete(t.held, n)
+		t.mu.Unlock()
+		return true
+	}
+	a := t.ahead
+	if a == nil || (a.leaf != n && !a.pages[n]) {
+		t.mu.Unlock()
+		return false
+	}
+	t.mu.Unlock()
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return false
+	}
+	return t.take(ctx, n, p)
+}
+
+// saw notes that SQLite read page n (its bytes p): a table leaf counts for
+// a watched scan; an index leaf may be a scan's next step.
+func (t *treeAhead) saw(n int64, p []byte) {
+	switch btree.KindOf(p, n) {
+	case btree.TableLeaf:
+		t.mu.Lock()
+		if w := t.watch; w != nil && w.want[n] {
+			w.seen++
+			delete(w.want, n)
+		}
+		t.mu.Unlock()
+	case btree.IndexLeaf:
+		if !t.ready.Load() {
+			// The first index leaf read: find the indexes in the
+			// background, never on a read's time.
+			t.initOnce.Do(func() {
+				go func() {
+					t.init()
+					t.ready.Store(true)
+				}()
+			})
+			return
+		}
+		pos, ok := t.leafOf[n]
+		if !ok {
+			return
+		}
+		t.step(t.indexes[pos.ix], pos, p)
+	}
+}
+
+// step is a read of index leaf pos (its bytes p).
+func (t *treeAhead) step(ix *scanIndex, pos leafPos, p []byte) {
+	t.mu.Lock()
+	dir := pos.ord - ix.last
+	scanning := ix.last >= 0 && (dir == 1 || dir == -1) && (ix.state == scanNew || dir == ix.dir)
+	ix.last, ix.dir = pos.ord, dir
+	if !scanning {
+		// Perhaps a scan's start, somewhere inside this leaf.
+		ix.state, ix.seen, ix.want = scanNew, 0, nil
+		if t.watch == ix {
+			t.watch = nil
+		}
+		t.mu.Unlock()
+		return
+	}
+	switch ix.state {
+	case scanNew:
+		// A scan reads this leaf whole: watch whether SQLite reads the
+		// table leaves its entries name.
+		ix.state = scanWatching
+		t.watch = ix
+		t.mu.Unlock()
+		want, err := t.tableLeaves(ix, ix.leaves[pos.ord], p)
+		if err != nil {
+			return
+		}
+		t.mu.Lock()
+		if ix.last == pos.ord && ix.state == scanWatching {
+			ix.want = make(map[int64]bool, len(want))
+			for _, l := range want {
+				ix.want[l] = true
+			}
+		}
+		t.mu.Unlock()
+		return
+	case scanWatching:
+		ix.state = scanOff
+		if total := ix.seen + len(ix.want); total > 0 && 2*ix.seen >= total {
+			ix.state = scanFetching
+		}
+		ix.want = nil
+		if t.watch == ix {
+			t.watch = nil
+		}
+	case scanFetching:
+		// The previous leaf's batch should have been read, mostly.
+		if b := t.batchOfLocked(ix.leaves[pos.ord-dir]); b != nil && 2*b.used < len(b.list) {
+			ix.state = scanOff
+		}
+	}
+	if ix.state != scanFetching {
+		t.mu.Unlock()
+		return
+	}
+	leaf := ix.leaves[pos.ord]
+	have := t.batchOfLocked(leaf) != nil
+	t.mu.Unlock()
+	if !have {
+		t.fetch(t.ctx, ix, leaf, p, nil)
+	}
+	if next := pos.ord + dir; next >= 0 && int(next) < len(ix.leaves) {
+		t.fetchAhead(ix, ix.leaves[next])
+	}
+}
+
+// batchOfLocked returns the batch of index leaf leaf, if one is held or
+// being fetched.
+func (t *treeAhead) batchOfLocked(leaf int64) *treeBatch {
+	if t.ahead != nil && t.ahead.leaf == leaf {
+		return t.ahead
+	}
+	for _, b := range t.batches {
+		if b != nil && b.leaf == leaf {
+			return b
+		}
+	}
+	return nil
+}
+
+// fetchAhead fetches index leaf leaf and its table leaves in the
+// background, unless it is held or being fetched already.
+func (t *treeAhead) fetchAhead(ix *scanIndex, leaf int64) {
+	t.mu.Lock()
+	if t.ahead != nil || t.batchOfLocked(leaf) != nil {
+		t.mu.Unlock()
+		return
+	}
+	b := &treeBatch{leaf: leaf, done: make(chan struct{})}
+	t.ahead = b
+	t.mu.Unlock()
+	go func() {
+		defer func() {
+			t.mu.Lock()
+			if t.ahead == b {
+				t.ahead = nil
+			}
+			t.mu.Unlock()
+			close(b.done)
+		}()
+		page := make([]byte, t.pages.PageSize())
+		if err := t.src.ReadPageList(t.ctx, []int64{leaf}, [][]byte{page}); err != nil {
+			return
+		}
+		t.fetch(t.ctx, ix, leaf, page, b)
+	}()
+}
+
+// fetch reads the table leaves index leaf leaf (its bytes p) names that
+// are not held, with one ReadPageList call, and holds them as batch b (a
+// new one if nil; a background fetch holds the index leaf too).
+func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []byte, b *treeBatch) {
+	want, err := t.tableLeaves(ix, leaf, p)
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	ns := want[:0]
+	for _, n := range want {
+		if _, ok := t.held[n]; !ok {
+			ns = append(ns, n)
+		}
+	}
+	if b == nil {
+		b = &treeBatch{leaf: leaf}
+	} else {
+		b.pages = make(map[int64]bool, len(ns))
+		for _, n := range ns {
+			b.pages[n] = true
+		}
+	}
+	t.mu.Unlock()
+	ps := t.pages.PageSize()
+	buf := make([]byte, len(ns)*ps)
+	bufs := make([][]byte, len(ns))
+	for i := range bufs {
+		bufs[i] = buf[i*ps : (i+1)*ps]
+	}
+	if len(ns) > 0 {
+		if err := t.src.ReadPageList(ctx, ns, bufs); err != nil {
+			return
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.batches[t.bi]; old != nil {
+		for _, n := range old.list {
+			if h, ok := t.held[n]; ok && h.batch == old {
+				delete(t.held, n)
+			}
+		}
+	}
+	t.batches[t.bi] = b
+	t.bi = (t.bi + 1) % treeBatches
+	if b.pages != nil { // fetched ahead: the index leaf itself is held too
+		t.held[leaf] = heldLeaf{data: p, batch: b}
+		b.list = append(b.list, leaf)
+	}
+	for i, n := range ns {
+		t.held[n] = heldLeaf{data: bufs[i], batch: b}
+	}
+	b.list = append(b.list, ns...)
+}
+
+// tableLeaves returns the distinct table leaves holding the rowids of
+// index leaf leaf (its bytes p), at most maxTreeBatch, in page order.
+func (t *treeAhead) tableLeaves(ix *scanIndex, leaf int64, p []byte) ([]int64, error) {
+	pg, err := btree.Parse(p, leaf, t.usable)
+	if err != nil {
+		return nil, err
+	}
+	rowids, err := pg.IndexRowids()
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[int64]bool, len(rowids))
+	var out []int64
+	for _, r := range rowids {
+		n, err := t.tableLeaf(ix, r)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[n] && len(out) < maxTreeBatch {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// tableLeaf returns the leaf of ix's table that holds rowid.
+func (t *treeAhead) tableLeaf(ix *scanIndex, rowid int64) (int64, error) {
+	n := ix.table
+	for range ix.tableDepth {
+		node, err := t.node(n)
+		if err != nil {
+			return 0, err
+		}
+		n = btree.Step(node.keys, node.children, rowid)
+	}
+	return n, nil
+}
+
+// node returns table interior page n decoded, reading it once.
+func (t *treeAhead) node(n int64) (*tableNode, error) {
+	if v, ok := t.nodes.Load(n); ok {
+		return v.(*tableNode), nil
+	}
+	b, err := t.read(n)
+	if err != nil {
+		return nil, err
+	}
+	p, err := btree.Parse(b, n, t.usable)
+	if err != nil {
+		return nil, err
+	}
+	keys, children, err := p.TableKeys()
+	if err != nil {
+		return nil, err
+	}
+	v, _ := t.nodes.LoadOrStore(n, &tableNode{keys: keys, children: children})
+	return v.(*tableNode), nil
+}
+
+// read reads page n from the source (the schema, interior pages).
+func (t *treeAhead) read(n int64) ([]byte, error) {
+	b := make([]byte, t.pages.PageSize())
+	if err := t.pages.ReadPage(t.ctx, n, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// init finds the indexes of rowid tables in the schema and their leaves.
+// Any error leaves treeAhead without indexes: it then does nothing.
+func (t *treeAhead) init() {
+	page1, err := t.read(1)
+	if err != nil {
+		return
+	}
+	if t.usable, err = btree.Usable(page1); err != nil {
+		return
+	}
+	objs, err := btree.Schema(t.read, t.usable)
+	if err != nil {
+		return
+	}
+	tables := map[string]int64{}
+	for _, o := range objs {
+		if o.Type == "table" && o.Root > 0 {
+			tables[o.Name] = o.Root
+		}
+	}
+	leafOf := map[int64]leafPos{}
+	var indexes []*scanIndex
+	for _, o := range objs {
+		root, ok := tables[o.Table]
+		if o.Type != "index" || o.Root < 1 || !ok {
+			continue
+		}
+		depth, ok := t.tableDepth(root)
+		if !ok {
+			continue // a WITHOUT ROWID table: its index holds no rowids
+		}
+		leaves, err := btree.Leaves(t.read, o.Root, t.usable)
+		if err != nil || len(leaves) < 2 {
+			continue // nothing to scan across
+		}
+		ix := &scanIndex{table: root, tableDepth: depth, leaves: leaves, last: -1}
+		for i, l := range leaves {
+			leafOf[l] = leafPos{ix: int32(len(indexes)), ord: int32(i)}
+		}
+		indexes = append(indexes, ix)
+	}
+	t.leafOf, t.indexes = leafOf, indexes
+}
+
+// tableDepth returns the interior levels of the rowid table rooted at
+// root, reading down its left edge to the first leaf; false if it is not a
+// rowid table's B-tree.
+func (t *treeAhead) tableDepth(root int64) (int, bool) {
+	for depth, n := 0, root; depth <= 20; depth++ {
+		b, err := t.read(n)
+		if err != nil {
+			return 0, false
+		}
+		p, err := btree.Parse(b, n, t.usable)
+		if err != nil {
+			return 0, false
+		}
+		switch p.Kind() {
+		case btree.TableLeaf:
+			return depth, true
+		case btree.TableInterior:
+			children, err := p.Children()
+			if err != nil {
+				return 0, false
+			}
+			n = children[0]
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}
