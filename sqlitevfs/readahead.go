@@ -59,11 +59,14 @@ type prefetch struct {
 	done     chan struct{}
 }
 
-func newReadAhead(ctx context.Context, p Pages, src PageRanger, size int) *readAhead {
+// newReadAhead returns the read-ahead layer over p, reading batches of up
+// to size pages from src, for connections whose page caches hold cacheKiB
+// (0: SQLite's default).
+func newReadAhead(ctx context.Context, p Pages, src PageRanger, size, cacheKiB int) *readAhead {
 	ra := &readAhead{Pages: p, src: src, ctx: ctx, size: int64(size)}
 	ra.pre, _ = p.(Preloader)
 	if l, ok := p.(PageLister); ok {
-		ra.tree = newTreeAhead(ctx, p, l)
+		ra.tree = newTreeAhead(ctx, p, l, cacheKiB)
 	}
 	for i := range ra.recent {
 		ra.recent[i] = -1

@@ -208,7 +208,7 @@ func newRegistration(name string, p Pages, o *Options) (*registration, error) {
 	r.ranger, _ = p.(PageRanger)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if size := r.opts.readAhead(); r.ranger != nil && size > 1 {
-		r.pages = newReadAhead(r.ctx, p, r.ranger, size)
+		r.pages = newReadAhead(r.ctx, p, r.ranger, size, r.opts.CacheKiB)
 	}
 	return r, nil
 }

@@ -597,7 +597,7 @@ func TestReadAheadGrows(t *testing.T) {
 		t.Fatalf("only %d pages", fp.PageCount())
 	}
 	rec := &sizeRecorder{rangeCounter: rangeCounter{FilePages: fp}}
-	ra := newReadAhead(context.Background(), fp, rec, 64)
+	ra := newReadAhead(context.Background(), fp, rec, 64, 0)
 	p := make([]byte, fp.PageSize())
 	for n := int64(1); n <= 2; n++ { // an open: pages 1 and 2
 		if err := ra.ReadPage(context.Background(), n, p); err != nil {
@@ -618,7 +618,7 @@ func TestReadAheadGrows(t *testing.T) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for i := 1; i < len(rec.sizes); i++ {
-		if want := min(2*rec.sizes[i-1], 64); rec.sizes[i] != want && i < len(rec.sizes)-1 {
+		if want := min(2*rec.sizes[i-1], 64, 0); rec.sizes[i] != want && i < len(rec.sizes)-1 {
 			t.Fatalf("batch sizes %v: want each twice the last, up to 64", rec.sizes)
 		}
 	}
@@ -659,7 +659,7 @@ func TestReadAheadPreloaded(t *testing.T) {
 		return pp
 	}
 	pp := open(1, 4, 5)
-	ra := newReadAhead(ctx, pp, pp, 64)
+	ra := newReadAhead(ctx, pp, pp, 64, 0)
 	for _, n := range []int64{1, 4, 5, 6} { // page 1, interior 4 and 5, leaf 6
 		if err := ra.ReadPage(ctx, n, p); err != nil {
 			t.Fatal(err)
@@ -670,7 +670,7 @@ func TestReadAheadPreloaded(t *testing.T) {
 	}
 
 	pp = open(1, 12, 30)
-	ra = newReadAhead(ctx, pp, pp, 64)
+	ra = newReadAhead(ctx, pp, pp, 64, 0)
 	for n := int64(7); n <= 100; n++ {
 		if err := ra.ReadPage(ctx, n, p); err != nil {
 			t.Fatal(err)

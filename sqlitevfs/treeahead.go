@@ -15,6 +15,9 @@ const (
 	treeBatches = 3
 	// maxTreeBatch caps the table leaves fetched for one index leaf.
 	maxTreeBatch = 1024
+	// minJudged is the smallest batch whose use decides whether a scan
+	// goes on fetching.
+	minJudged = 16
 )
 
 // treeAhead fetches, for an index scan, the table leaves its rows will be
@@ -62,7 +65,38 @@ type treeAhead struct {
 	bi      int
 	ahead   *treeBatch // the background fetch of a next index leaf, if any
 	watch   *scanIndex // the index whose first scan step is watched
+	recent  recentLeaves
 }
+
+// defaultCacheKiB is SQLite's default page cache per connection.
+const defaultCacheKiB = 2000
+
+// recentLeaves remembers the table leaves SQLite read last, about as many
+// as its page cache holds: a fetch passes over them (SQLite has them, most
+// likely), so that what is fetched is what SQLite will ask for.
+type recentLeaves struct {
+	ring  []int64
+	i     int
+	count map[int64]int
+}
+
+func newRecentLeaves(cacheKiB, pageSize int) recentLeaves {
+	n := min(max(cacheKiB*1024/pageSize, 1), 1<<14)
+	return recentLeaves{ring: make([]int64, n), count: make(map[int64]int, n)}
+}
+
+func (r *recentLeaves) add(n int64) {
+	if old := r.ring[r.i]; old != 0 {
+		if r.count[old]--; r.count[old] == 0 {
+			delete(r.count, old)
+		}
+	}
+	r.ring[r.i] = n
+	r.count[n]++
+	r.i = (r.i + 1) % len(r.ring)
+}
+
+func (r *recentLeaves) has(n int64) bool { return r.count[n] > 0 }
 
 // leafPos places an index leaf: index ix's leaf number ord, in key order.
 type leafPos struct{ ix, ord int32 }
@@ -107,8 +141,13 @@ type heldLeaf struct {
 // tableNode is a decoded table interior page.
 type tableNode struct{ keys, children []int64 }
 
-func newTreeAhead(ctx context.Context, p Pages, src PageLister) *treeAhead {
-	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}}
+// newTreeAhead returns the index-scan read-ahead over p, whose
+// connections have page caches of cacheKiB (0: SQLite's default).
+func newTreeAhead(ctx context.Context, p Pages, src PageLister, cacheKiB int) *treeAhead {
+	if cacheKiB <= 0 {
+		cacheKiB = defaultCacheKiB
+	}
+	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
 }
 
 // take copies page n into p if it is held (or being fetched in the
@@ -142,6 +181,7 @@ func (t *treeAhead) saw(n int64, p []byte) {
 	switch btree.KindOf(p, n) {
 	case btree.TableLeaf:
 		t.mu.Lock()
+		t.recent.add(n)
 		if w := t.watch; w != nil && w.want[n] {
 			w.seen++
 			delete(w.want, n)
@@ -212,8 +252,10 @@ func (t *treeAhead) step(ix *scanIndex, pos leafPos, p []byte) {
 			t.watch = nil
 		}
 	case scanFetching:
-		// The previous leaf's batch should have been read, mostly.
-		if b := t.batchOfLocked(ix.leaves[pos.ord-dir]); b != nil && 2*b.used < len(b.list) {
+		// The previous leaf's batch should have been read, mostly (a
+		// small one says little: its pages are few because SQLite read
+		// most of them lately).
+		if b := t.batchOfLocked(ix.leaves[pos.ord-dir]); b != nil && len(b.list) >= minJudged && 2*b.used < len(b.list) {
 			ix.state = scanOff
 		}
 	}
@@ -285,7 +327,7 @@ func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []by
 	t.mu.Lock()
 	ns := want[:0]
 	for _, n := range want {
-		if _, ok := t.held[n]; !ok {
+		if _, ok := t.held[n]; !ok && !t.recent.has(n) {
 			ns = append(ns, n)
 		}
 	}
