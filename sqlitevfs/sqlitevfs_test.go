@@ -618,7 +618,7 @@ func TestReadAheadGrows(t *testing.T) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for i := 1; i < len(rec.sizes); i++ {
-		if want := min(2*rec.sizes[i-1], 64, 0); rec.sizes[i] != want && i < len(rec.sizes)-1 {
+		if want := min(2*rec.sizes[i-1], 64); rec.sizes[i] != want && i < len(rec.sizes)-1 {
 			t.Fatalf("batch sizes %v: want each twice the last, up to 64", rec.sizes)
 		}
 	}

@@ -71,9 +71,11 @@ type treeAhead struct {
 // defaultCacheKiB is SQLite's default page cache per connection.
 const defaultCacheKiB = 2000
 
-// recentLeaves remembers the table leaves SQLite read last, about as many
-// as its page cache holds: a fetch passes over them (SQLite has them, most
-// likely), so that what is fetched is what SQLite will ask for.
+// recentLeaves remembers the table leaves SQLite read last, as many as
+// half its page cache holds: a fetch passes over them (SQLite has them,
+// most likely; the cache holds index and interior pages too, so the
+// older half may be gone), so that what is fetched is what SQLite will
+// ask for.
 type recentLeaves struct {
 	ring  []int64
 	i     int
@@ -81,7 +83,7 @@ type recentLeaves struct {
 }
 
 func newRecentLeaves(cacheKiB, pageSize int) recentLeaves {
-	n := min(max(cacheKiB*1024/pageSize, 1), 1<<14)
+	n := min(max(cacheKiB*1024/pageSize/2, 1), 1<<14)
 	return recentLeaves{ring: make([]int64, n), count: make(map[int64]int, n)}
 }
 
