@@ -15,6 +15,7 @@ type dbFile struct {
 	reg     *registration
 	release func() // called at close: lets go of an Opener's image
 	scratch []byte // two pages, for the partial pages at either end of a read
+	scans   connScans
 }
 
 func (f *dbFile) size() int64 { return f.reg.pageCount * int64(f.reg.pageSize) }
@@ -117,7 +118,13 @@ func (f *dbFile) scratchPage(head bool) []byte {
 // one.
 func (f *dbFile) readPage(n int64, p []byte) error {
 	r := f.reg
-	if err := r.pages.ReadPage(r.ctx, n, p); err != nil {
+	var err error
+	if ra, ok := r.pages.(*readAhead); ok {
+		err = ra.readPageOn(r.ctx, n, p, &f.scans)
+	} else {
+		err = r.pages.ReadPage(r.ctx, n, p)
+	}
+	if err != nil {
 		return fmt.Errorf("sqlitevfs: %s: read page %d: %w", r.name, n, err)
 	}
 	return nil

@@ -76,6 +76,12 @@ func newReadAhead(ctx context.Context, p Pages, src PageRanger, size, cacheKiB i
 
 // ReadPage implements Pages.
 func (ra *readAhead) ReadPage(ctx context.Context, n int64, p []byte) error {
+	return ra.readPageOn(ctx, n, p, nil)
+}
+
+// readPageOn is a read of page n by the connection whose scans are cs (nil
+// for a read of no connection's: it starts no index-scan read-ahead).
+func (ra *readAhead) readPageOn(ctx context.Context, n int64, p []byte, cs *connScans) error {
 	if ra.tree == nil {
 		return ra.readPage(ctx, n, p)
 	}
@@ -84,7 +90,9 @@ func (ra *readAhead) ReadPage(ctx context.Context, n int64, p []byte) error {
 			return err
 		}
 	}
-	ra.tree.saw(n, p)
+	if cs != nil {
+		ra.tree.saw(n, p, cs)
+	}
 	return nil
 }
 

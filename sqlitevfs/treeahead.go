@@ -2,6 +2,7 @@ package sqlitevfs
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -10,9 +11,12 @@ import (
 
 // Index-scan read-ahead bookkeeping.
 const (
-	// treeBatches is how many index leaves' table leaves are held at once:
-	// the leaf SQLite is on, the next one fetched ahead, one spare.
-	treeBatches = 3
+	// maxHeld is how many pages fetched ahead are held at most, for all
+	// connections: the oldest batches go first beyond it (each scan needs
+	// two: the leaf SQLite is on and the next one, fetched ahead).
+	maxHeld = 4096
+	// maxAhead is how many fetches ahead run at once.
+	maxAhead = 4
 	// maxTreeBatch caps the table leaves fetched for one index leaf.
 	maxTreeBatch = 1024
 	// minJudged is the smallest batch whose use decides whether a scan
@@ -44,7 +48,7 @@ const (
 //
 // Pages come from the source's ReadPageList, so they are exactly what a
 // read of each would return; they are held until read once, at most
-// treeBatches index leaves' worth. Nothing here fails a read: a page that
+// maxHeld pages. Nothing here fails a read: a page that
 // does not parse, a fetch that fails, leave SQLite to read as it would.
 type treeAhead struct {
 	src   PageLister
@@ -61,11 +65,27 @@ type treeAhead struct {
 
 	mu      sync.Mutex
 	held    map[int64]heldLeaf
-	batches [treeBatches]*treeBatch
-	bi      int
-	ahead   *treeBatch // the background fetch of a next index leaf, if any
-	watch   *scanIndex // the index whose first scan step is watched
+	batches []*treeBatch // held, oldest first
+	nheld   int          // pages of batches still held
+	ahead   []*treeBatch // background fetches of next index leaves
 	recent  recentLeaves
+}
+
+// connScans is how the scans of one connection (one SQLite file handle,
+// whose calls SQLite serializes) are going, per index: scans of one index
+// on two connections at once are two scans.
+type connScans struct {
+	byIndex map[int32]*scanProgress
+	watch   *scanProgress // the scan whose first whole leaf is watched
+}
+
+// scanProgress is how a connection's scan of one index is going.
+type scanProgress struct {
+	last  int32 // ord of the index leaf read last, -1 for none
+	dir   int32 // the scan's direction: +1 (ascending) or -1
+	state scanState
+	want  map[int64]bool // watching: table leaves the last index leaf names
+	seen  int            // watching: reads of them since
 }
 
 // defaultCacheKiB is SQLite's default page cache per connection.
@@ -103,17 +123,11 @@ func (r *recentLeaves) has(n int64) bool { return r.count[n] > 0 }
 // leafPos places an index leaf: index ix's leaf number ord, in key order.
 type leafPos struct{ ix, ord int32 }
 
-// scanIndex is an index of a rowid table and how a scan of it is going.
+// scanIndex is an index of a rowid table.
 type scanIndex struct {
 	table      int64   // the table's root page
 	tableDepth int     // interior levels of the table's B-tree
 	leaves     []int64 // the index's leaves in key order
-
-	last  int32 // ord of the index leaf read last, -1 for none
-	dir   int32 // the scan's direction: +1 (ascending) or -1
-	state scanState
-	want  map[int64]bool // watching: table leaves the last index leaf names
-	seen  int            // watching: reads of them since
 }
 
 type scanState int
@@ -138,6 +152,7 @@ type treeBatch struct {
 type heldLeaf struct {
 	data  []byte
 	batch *treeBatch
+	used  bool // read at least once
 }
 
 // tableNode is a decoded table interior page.
@@ -153,22 +168,30 @@ func newTreeAhead(ctx context.Context, p Pages, src PageLister, cacheKiB int) *t
 }
 
 // take copies page n into p if it is held (or being fetched in the
-// background), and lets go of it: SQLite's cache has it now.
+// background). It stays held, for the other connections' scans, until
+// newer batches push its batch out.
 func (t *treeAhead) take(ctx context.Context, n int64, p []byte) bool {
 	t.mu.Lock()
 	if h, ok := t.held[n]; ok {
 		copy(p, h.data)
-		h.batch.used++
-		delete(t.held, n)
+		if !h.used {
+			h.used = true
+			h.batch.used++
+			t.held[n] = h
+		}
 		t.mu.Unlock()
 		return true
 	}
-	a := t.ahead
-	if a == nil || (a.leaf != n && !a.pages[n]) {
-		t.mu.Unlock()
-		return false
+	var a *treeBatch
+	for _, b := range t.ahead {
+		if b.leaf == n || b.pages[n] {
+			a = b
+		}
 	}
 	t.mu.Unlock()
+	if a == nil {
+		return false
+	}
 	select {
 	case <-a.done:
 	case <-ctx.Done():
@@ -177,18 +200,18 @@ func (t *treeAhead) take(ctx context.Context, n int64, p []byte) bool {
 	return t.take(ctx, n, p)
 }
 
-// saw notes that SQLite read page n (its bytes p): a table leaf counts for
-// a watched scan; an index leaf may be a scan's next step.
-func (t *treeAhead) saw(n int64, p []byte) {
+// saw notes that connection cs read page n (its bytes p): a table leaf
+// counts for a watched scan; an index leaf may be a scan's next step.
+func (t *treeAhead) saw(n int64, p []byte, cs *connScans) {
 	switch btree.KindOf(p, n) {
 	case btree.TableLeaf:
 		t.mu.Lock()
 		t.recent.add(n)
-		if w := t.watch; w != nil && w.want[n] {
+		t.mu.Unlock()
+		if w := cs.watch; w != nil && w.want[n] {
 			w.seen++
 			delete(w.want, n)
 		}
-		t.mu.Unlock()
 	case btree.IndexLeaf:
 		if !t.ready.Load() {
 			// The first index leaf read: find the indexes in the
@@ -205,67 +228,72 @@ func (t *treeAhead) saw(n int64, p []byte) {
 		if !ok {
 			return
 		}
-		t.step(t.indexes[pos.ix], pos, p)
+		sp := cs.byIndex[pos.ix]
+		if sp == nil {
+			if cs.byIndex == nil {
+				cs.byIndex = map[int32]*scanProgress{}
+			}
+			sp = &scanProgress{last: -1}
+			cs.byIndex[pos.ix] = sp
+		}
+		t.step(t.indexes[pos.ix], pos, p, sp, cs)
 	}
 }
 
-// step is a read of index leaf pos (its bytes p).
-func (t *treeAhead) step(ix *scanIndex, pos leafPos, p []byte) {
-	t.mu.Lock()
-	dir := pos.ord - ix.last
-	scanning := ix.last >= 0 && (dir == 1 || dir == -1) && (ix.state == scanNew || dir == ix.dir)
-	ix.last, ix.dir = pos.ord, dir
+// step is connection cs's read of index leaf pos (its bytes p) of ix, its
+// scan of which is sp.
+func (t *treeAhead) step(ix *scanIndex, pos leafPos, p []byte, sp *scanProgress, cs *connScans) {
+	dir := pos.ord - sp.last
+	scanning := sp.last >= 0 && (dir == 1 || dir == -1) && (sp.state == scanNew || dir == sp.dir)
+	sp.last, sp.dir = pos.ord, dir
 	if !scanning {
 		// Perhaps a scan's start, somewhere inside this leaf.
-		ix.state, ix.seen, ix.want = scanNew, 0, nil
-		if t.watch == ix {
-			t.watch = nil
+		sp.state, sp.seen, sp.want = scanNew, 0, nil
+		if cs.watch == sp {
+			cs.watch = nil
 		}
-		t.mu.Unlock()
 		return
 	}
-	switch ix.state {
+	switch sp.state {
 	case scanNew:
 		// A scan reads this leaf whole: watch whether SQLite reads the
 		// table leaves its entries name.
-		ix.state = scanWatching
-		t.watch = ix
-		t.mu.Unlock()
+		sp.state = scanWatching
 		want, err := t.tableLeaves(ix, ix.leaves[pos.ord], p)
 		if err != nil {
+			sp.state = scanOff
 			return
 		}
-		t.mu.Lock()
-		if ix.last == pos.ord && ix.state == scanWatching {
-			ix.want = make(map[int64]bool, len(want))
-			for _, l := range want {
-				ix.want[l] = true
-			}
+		sp.want = make(map[int64]bool, len(want))
+		for _, l := range want {
+			sp.want[l] = true
 		}
-		t.mu.Unlock()
+		cs.watch = sp
 		return
 	case scanWatching:
-		ix.state = scanOff
-		if total := ix.seen + len(ix.want); total > 0 && 2*ix.seen >= total {
-			ix.state = scanFetching
+		sp.state = scanOff
+		if total := sp.seen + len(sp.want); total > 0 && 2*sp.seen >= total {
+			sp.state = scanFetching
 		}
-		ix.want = nil
-		if t.watch == ix {
-			t.watch = nil
+		sp.want = nil
+		if cs.watch == sp {
+			cs.watch = nil
 		}
 	case scanFetching:
 		// The previous leaf's batch should have been read, mostly (a
 		// small one says little: its pages are few because SQLite read
 		// most of them lately).
+		t.mu.Lock()
 		if b := t.batchOfLocked(ix.leaves[pos.ord-dir]); b != nil && len(b.list) >= minJudged && 2*b.used < len(b.list) {
-			ix.state = scanOff
+			sp.state = scanOff
 		}
-	}
-	if ix.state != scanFetching {
 		t.mu.Unlock()
+	}
+	if sp.state != scanFetching {
 		return
 	}
 	leaf := ix.leaves[pos.ord]
+	t.mu.Lock()
 	have := t.batchOfLocked(leaf) != nil
 	t.mu.Unlock()
 	if !have {
@@ -279,12 +307,11 @@ func (t *treeAhead) step(ix *scanIndex, pos leafPos, p []byte) {
 // batchOfLocked returns the batch of index leaf leaf, if one is held or
 // being fetched.
 func (t *treeAhead) batchOfLocked(leaf int64) *treeBatch {
-	if t.ahead != nil && t.ahead.leaf == leaf {
-		return t.ahead
-	}
-	for _, b := range t.batches {
-		if b != nil && b.leaf == leaf {
-			return b
+	for _, bs := range [][]*treeBatch{t.ahead, t.batches} {
+		for _, b := range bs {
+			if b.leaf == leaf {
+				return b
+			}
 		}
 	}
 	return nil
@@ -294,18 +321,18 @@ func (t *treeAhead) batchOfLocked(leaf int64) *treeBatch {
 // background, unless it is held or being fetched already.
 func (t *treeAhead) fetchAhead(ix *scanIndex, leaf int64) {
 	t.mu.Lock()
-	if t.ahead != nil || t.batchOfLocked(leaf) != nil {
+	if len(t.ahead) >= maxAhead || t.batchOfLocked(leaf) != nil {
 		t.mu.Unlock()
 		return
 	}
 	b := &treeBatch{leaf: leaf, done: make(chan struct{})}
-	t.ahead = b
+	t.ahead = append(t.ahead, b)
 	t.mu.Unlock()
 	go func() {
 		defer func() {
 			t.mu.Lock()
-			if t.ahead == b {
-				t.ahead = nil
+			if i := slices.Index(t.ahead, b); i >= 0 {
+				t.ahead = slices.Delete(t.ahead, i, i+1)
 			}
 			t.mu.Unlock()
 			close(b.done)
@@ -355,15 +382,6 @@ func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []by
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old := t.batches[t.bi]; old != nil {
-		for _, n := range old.list {
-			if h, ok := t.held[n]; ok && h.batch == old {
-				delete(t.held, n)
-			}
-		}
-	}
-	t.batches[t.bi] = b
-	t.bi = (t.bi + 1) % treeBatches
 	if b.pages != nil { // fetched ahead: the index leaf itself is held too
 		t.held[leaf] = heldLeaf{data: p, batch: b}
 		b.list = append(b.list, leaf)
@@ -372,6 +390,18 @@ func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []by
 		t.held[n] = heldLeaf{data: bufs[i], batch: b}
 	}
 	b.list = append(b.list, ns...)
+	t.batches = append(t.batches, b)
+	t.nheld += len(b.list)
+	for t.nheld > maxHeld && len(t.batches) > 1 {
+		old := t.batches[0]
+		t.batches = t.batches[1:]
+		t.nheld -= len(old.list)
+		for _, n := range old.list {
+			if h, ok := t.held[n]; ok && h.batch == old {
+				delete(t.held, n)
+			}
+		}
+	}
 }
 
 // tableLeaves returns the distinct table leaves holding the rowids of
@@ -478,7 +508,7 @@ func (t *treeAhead) init() {
 		if err != nil || len(leaves) < 2 {
 			continue // nothing to scan across
 		}
-		ix := &scanIndex{table: root, tableDepth: depth, leaves: leaves, last: -1}
+		ix := &scanIndex{table: root, tableDepth: depth, leaves: leaves}
 		for i, l := range leaves {
 			leafOf[l] = leafPos{ix: int32(len(indexes)), ord: int32(i)}
 		}
