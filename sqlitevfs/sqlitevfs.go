@@ -29,7 +29,10 @@
 // Pages is also a PageRanger, sequential reads are fetched ahead in
 // batches shared by all connections to the image (Options.ReadAhead), so a
 // source with a high cost per request (a network round trip) pays it once
-// per batch rather than once per page. The VFS
+// per batch rather than once per page. When the Pages is also a
+// PageLister, an index scan that looks each row up in its table has the
+// table leaves an index leaf names fetched with one request, before SQLite
+// reads them (package btree reads the pages for that). The VFS
 // offers SQLite no memory mapping (its file methods are version 1, without
 // xFetch), so PRAGMA mmap_size has no effect and there is nothing to turn
 // off.

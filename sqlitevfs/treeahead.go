@@ -36,20 +36,26 @@ const (
 // (usually held in memory by the source: Preloader) say which leaf holds
 // which rowid.
 //
-// It works per index of a rowid table, found in the schema at the first
-// index leaf read. A read of an index leaf right after the leaf before it
-// (in key order, on any connection) is a scan. At the scan's first step
-// treeAhead only watches: if SQLite then reads at least half of the table
-// leaves the previous index leaf named, the scan is not covering and the
-// next steps fetch: the table leaves of the index leaf just read (unless
-// fetched already), and in the background the next index leaf and its
-// table leaves. A scan whose fetched pages go mostly unread (a filter on
-// the index itself, a LIMIT) stops fetching until it starts again.
+// It knows the indexes of rowid tables, found in the schema in the
+// background at the first index leaf read. On one connection, a read of
+// an index leaf next to the leaf it read last in that index (in key
+// order, either way) is a scan's step. The scan's first leaf is entered
+// anywhere; at the first leaf it reads whole, treeAhead only watches: if
+// SQLite then reads at least half of the table leaves that leaf names,
+// the scan looks rows up, and from the next step on it fetches the table
+// leaves of the index leaf just read (unless fetched already) and, in the
+// background, the next index leaf and its table leaves. A scan whose
+// fetched pages go mostly unread stops fetching until it starts again; one
+// that reads no table leaves (a covering scan, a filter on the index
+// alone) never starts.
 //
-// Pages come from the source's ReadPageList, so they are exactly what a
-// read of each would return; they are held until read once, at most
-// maxHeld pages. Nothing here fails a read: a page that
-// does not parse, a fetch that fails, leave SQLite to read as it would.
+// A fetch passes over the table leaves the connections read lately (their
+// caches have them) and those held already. Fetched pages come from the
+// source's ReadPageList, so they are exactly what a read of each would
+// return; they are held for every connection until newer batches push
+// them out, maxHeld pages at most (16 MiB of 4 KiB pages). Nothing here
+// fails a read: a page that does not parse, a fetch that fails, leave
+// SQLite to read as it would.
 type treeAhead struct {
 	src   PageLister
 	pages Pages // the source, for the schema and interior pages
