@@ -29,7 +29,7 @@ func OpenVersion(ctx context.Context, c ChunkReader, root addr.Addr, o *sqlitevf
 		}
 	}
 	root = p.v.Root
-	db, err := sqlitevfs.OpenImage(c.DB()+"@"+root.String(), p, o)
+	db, err := sqlitevfs.OpenImage(c.DB()+"@"+root.String(), p.ForVFS(), o)
 	if err != nil {
 		p.Close()
 		return nil, err

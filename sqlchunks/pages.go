@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/sqlitevfs"
 )
 
 // Pages serves the pages of one version of a chunkd SQLite database from a
@@ -205,9 +206,29 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 	}) // errors name the chunks; the VFS adds the pages
 }
 
-// ReadPageList implements sqlitevfs.PageLister: from the page image what
-// it holds, the rest with one GetMany.
-func (p *Pages) ReadPageList(ctx context.Context, ns []int64, bs [][]byte) error {
+// ForVFS returns p as the VFS should read it: when its pages come through
+// the reader, with ReadPageList too (a sqlitevfs.PageLister), so that an
+// index scan fetches the table leaves it will read in batches; when a
+// page image (a same-host service's) is attached, as it is: a page read is
+// a local copy, and fetching ahead would only copy twice.
+func (p *Pages) ForVFS() sqlitevfs.Pages {
+	if p.img != nil {
+		return p
+	}
+	return listPages{p}
+}
+
+// listPages is Pages with ReadPageList.
+type listPages struct{ *Pages }
+
+// ReadPageList implements sqlitevfs.PageLister with one GetMany.
+func (l listPages) ReadPageList(ctx context.Context, ns []int64, bs [][]byte) error {
+	return l.readPageList(ctx, ns, bs)
+}
+
+// readPageList reads pages ns into bs: from the page image what it holds,
+// the rest with one GetMany.
+func (p *Pages) readPageList(ctx context.Context, ns []int64, bs [][]byte) error {
 	if len(ns) != len(bs) {
 		return fmt.Errorf("sqlchunks: %d pages into %d buffers", len(ns), len(bs))
 	}

@@ -82,7 +82,7 @@ func openVersion(t testing.TB, c *client.Client, root addr.Addr, o *sqlitevfs.Op
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := sqlitevfs.OpenImage(t.Name(), p, o)
+	d, err := sqlitevfs.OpenImage(t.Name(), p.ForVFS(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1049,6 +1049,17 @@ func TestIndexScanPageLists(t *testing.T) {
 	const cache = 256
 	_, db, p := openVersion(t, c, root, &sqlitevfs.Options{CacheKiB: cache})
 
+	// Read through the client, the pages are a PageLister; with a page
+	// image (a same-host service's), whose reads are local copies, not.
+	if _, ok := p.ForVFS().(sqlitevfs.PageLister); !ok {
+		t.Fatal("pages read through a client are no PageLister")
+	}
+	withImage := *p
+	withImage.img = emptyImage{}
+	if _, ok := withImage.ForVFS().(sqlitevfs.PageLister); ok {
+		t.Error("pages with an image are a PageLister")
+	}
+
 	// The pages of a list, in no order and with a repeat, as ReadPage
 	// reads them.
 	ctx := context.Background()
@@ -1057,7 +1068,7 @@ func TestIndexScanPageLists(t *testing.T) {
 	for i := range bs {
 		bs[i] = make([]byte, p.PageSize())
 	}
-	if err := p.ReadPageList(ctx, ns, bs); err != nil {
+	if err := p.ForVFS().(sqlitevfs.PageLister).ReadPageList(ctx, ns, bs); err != nil {
 		t.Fatal(err)
 	}
 	for i, n := range ns {
@@ -1066,7 +1077,7 @@ func TestIndexScanPageLists(t *testing.T) {
 			t.Fatalf("page %d: ReadPageList differs from ReadPage (%v)", n, err)
 		}
 	}
-	if err := p.ReadPageList(ctx, []int64{p.PageCount() + 1}, bs[:1]); err == nil {
+	if err := p.ForVFS().(sqlitevfs.PageLister).ReadPageList(ctx, []int64{p.PageCount() + 1}, bs[:1]); err == nil {
 		t.Error("a page past the end read without an error")
 	}
 
@@ -1093,3 +1104,9 @@ func TestIndexScanPageLists(t *testing.T) {
 		}
 	}
 }
+
+// emptyImage is a page image that holds no page.
+type emptyImage struct{}
+
+func (emptyImage) Read(int, []byte) bool { return false }
+func (emptyImage) Close() error          { return nil }
