@@ -411,7 +411,8 @@ func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []by
 }
 
 // tableLeaves returns the distinct table leaves holding the rowids of
-// index leaf leaf (its bytes p), at most maxTreeBatch, in page order.
+// index leaf leaf (its bytes p), at most maxTreeBatch, in the order its
+// entries name them.
 func (t *treeAhead) tableLeaves(ix *scanIndex, leaf int64, p []byte) ([]int64, error) {
 	pg, err := btree.Parse(p, leaf, t.usable)
 	if err != nil {
