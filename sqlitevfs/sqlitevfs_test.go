@@ -45,6 +45,19 @@ func filePages(t testing.TB, path string) *FilePages {
 	return p
 }
 
+// openPlain opens the file at path read-only with SQLite's own VFS, closed
+// at the end of the test: the reference the VFS's answers are compared
+// with.
+func openPlain(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 var nameSeq atomic.Int64
 
 // register registers p under a fresh name and opens it.
@@ -67,11 +80,7 @@ func register(t testing.TB, p Pages, opts *Options) (string, *sql.DB) {
 
 func TestSameResultsAsFile(t *testing.T) {
 	path := testDB(t, 1, 5200)
-	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
+	plain := openPlain(t, path)
 
 	fp := filePages(t, path)
 	variants := []struct {
@@ -502,11 +511,7 @@ func TestUnregisterWhileOpen(t *testing.T) {
 func TestReadAhead(t *testing.T) {
 	path := testDB(t, 8, 5000)
 	const q = `SELECT count(*), sum(length(Text)) FROM sentences`
-	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
+	plain := openPlain(t, path)
 	want, _ := result(t, plain, q)
 
 	for _, window := range []int{-1, 16} {
@@ -542,11 +547,7 @@ func TestReadAhead(t *testing.T) {
 func BenchmarkSeedQuery(b *testing.B) {
 	path := sqltest.BenchCorpus(b, 200000)
 	fp := filePages(b, path)
-	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer plain.Close()
+	plain := openPlain(b, path)
 	_, viaVFS := register(b, fp, nil)
 	_, readAhead := register(b, &rangeCounter{FilePages: fp}, &Options{ReadAhead: 32})
 	for _, c := range []struct {

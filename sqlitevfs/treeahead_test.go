@@ -101,11 +101,7 @@ func (ta *treeAhead) waitReady(t *testing.T, db *sql.DB, q string) {
 // WITHOUT ROWID table fetch (almost) nothing ahead.
 func TestIndexScanAhead(t *testing.T) {
 	path := scanDB(t, 20000)
-	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
+	plain := openPlain(t, path)
 
 	const (
 		scan     = `SELECT id, k, length(pad) FROM t INDEXED BY t_k WHERE k > 500000`
@@ -157,11 +153,7 @@ func TestIndexScanAhead(t *testing.T) {
 // read-ahead.
 func TestIndexScanAheadConcurrent(t *testing.T) {
 	path := scanDB(t, 8000)
-	plain, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
+	plain := openPlain(t, path)
 	qs := []string{
 		`SELECT id, k, length(pad) FROM t INDEXED BY t_k WHERE k > 300000`,
 		`SELECT id, k, length(pad) FROM t INDEXED BY t_k WHERE k < 600000`,
