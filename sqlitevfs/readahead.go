@@ -27,10 +27,9 @@ const (
 // pages read (by any connection). Such a read that no batch holds fetches
 // a batch from page n with one ReadPages call: firstBatch pages, or twice
 // the batch that ended at n, up to size; once SQLite is half way through
-// a batch that is not its run's first, the next (twice as large, up to
-// size) is fetched in the background, so that fetching overlaps the
-// query's own work. Reads that are not sequential go to the source one
-// page at a time.
+// a batch, the next (twice as large, up to size) is fetched in the
+// background, so that fetching overlaps the query's own work. Reads that
+// are not sequential go to the source one page at a time.
 type readAhead struct {
 	Pages
 	src  PageRanger
@@ -49,10 +48,9 @@ type readAhead struct {
 
 // batch is pages first, first+1, ... held in memory.
 type batch struct {
-	first   int64
-	n       int64
-	buf     []byte // n pages
-	follows bool   // a batch of the run came before it
+	first int64
+	n     int64
+	buf   []byte // n pages
 }
 
 // prefetch is a background fetch of a batch.
@@ -112,9 +110,7 @@ func (ra *readAhead) readPage(ctx context.Context, n int64, p []byte) error {
 		if ra.waitPrefetch(ctx, n, p) {
 			return nil
 		}
-		size, follows := ra.batchAt(n)
-		if b, err := ra.fetch(ctx, n, size); err == nil {
-			b.follows = follows
+		if b, err := ra.fetch(ctx, n, ra.batchAt(n)); err == nil {
 			ra.mu.Lock()
 			ra.addLocked(b)
 			ra.mu.Unlock()
@@ -136,17 +132,17 @@ func (b *batch) page(n int64, size int) []byte {
 func (b *batch) holds(n int64) bool { return b.buf != nil && n >= b.first && n < b.first+b.n }
 
 // batchAt returns the size of a batch starting at page n: twice the batch
-// that ends at n, if one does (follows), else firstBatch; at most size.
-func (ra *readAhead) batchAt(n int64) (size int64, follows bool) {
+// that ends at n, if one does, else firstBatch; at most size.
+func (ra *readAhead) batchAt(n int64) int64 {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
-	size = firstBatch
+	size := int64(firstBatch)
 	for _, b := range ra.batches {
 		if b.buf != nil && b.first+b.n == n {
-			size, follows = 2*b.n, true
+			size = 2 * b.n
 		}
 	}
-	return min(size, ra.size), follows
+	return min(size, ra.size)
 }
 
 // fetch reads the batch of n pages from page first (fewer at the end of
@@ -216,15 +212,13 @@ func (ra *readAhead) addLocked(b batch) {
 }
 
 // prefetchAfter starts fetching the batch after the one holding page n
-// once SQLite is half way through it, unless it is its run's first: a
-// short range (a few leaves: a range of ids, a LIMIT) ends in its first
-// batch, and would pay for a batch it never reads.
+// once SQLite is half way through it.
 func (ra *readAhead) prefetchAfter(n int64) {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	for i := range ra.batches {
 		b := &ra.batches[i]
-		if !b.holds(n) || !b.follows || n-b.first < b.n/2 {
+		if !b.holds(n) || n-b.first < b.n/2 {
 			continue
 		}
 		next := b.first + b.n
@@ -237,7 +231,6 @@ func (ra *readAhead) prefetchAfter(n int64) {
 			defer close(pf.done)
 			// Errors are left for the foreground read to meet and report.
 			if b, err := ra.fetch(ra.ctx, pf.first, pf.n); err == nil {
-				b.follows = true
 				ra.mu.Lock()
 				ra.addLocked(b)
 				ra.mu.Unlock()

@@ -255,8 +255,8 @@ type Options struct {
 	// ReadAhead applies when the Pages is a PageRanger: once SQLite reads
 	// page n right after page n-1 (on any connection to the image), the
 	// read fetches ReadAhead pages from n with one ReadPages call, and
-	// from the run's second batch on, the next batch is fetched in the
-	// background when SQLite is half way through this one. A few recent batches are kept in memory, for
+	// the next batch is fetched in the background when SQLite is half
+	// way through this one. A few recent batches are kept in memory, for
 	// all connections to the image, so the reads that follow are memory
 	// copies. 0 means DefaultReadAhead; negative or 1 turns it off.
 	ReadAhead int

@@ -682,24 +682,3 @@ func TestReadAheadPreloaded(t *testing.T) {
 		t.Fatalf("scan: %d single pages and %d batches, want the first page alone and batches after", pp.pages.Load(), pp.ranges.Load())
 	}
 }
-
-// TestReadAheadShortRun: a run that ends within its first batch (a range
-// of a few leaves) costs that batch alone, no background fetch of the
-// next.
-func TestReadAheadShortRun(t *testing.T) {
-	fp := filePages(t, testDB(t, 5, 5200))
-	rec := &sizeRecorder{rangeCounter: rangeCounter{FilePages: fp}}
-	ra := newReadAhead(context.Background(), rec, rec, 64, 0)
-	p := make([]byte, fp.PageSize())
-	for n := int64(40); n < 40+1+firstBatch; n++ { // a single read, then a first batch read whole
-		if err := ra.ReadPage(context.Background(), n, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ra.waitIdle()
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.sizes) != 1 || rec.sizes[0] != firstBatch || rec.pages.Load() != 1 {
-		t.Fatalf("a run of %d pages: batches %v and %d single reads, want one batch of %d after one single read", 1+firstBatch, rec.sizes, rec.pages.Load(), firstBatch)
-	}
-}
