@@ -111,7 +111,8 @@ type PageLister interface {
 	// ReadPageList reads pages ns[0], ns[1], ... into ps[0], ps[1], ...;
 	// each len(ps[i]) == PageSize() and each ns[i] is a page of the
 	// image. It is called from a background goroutine too, with a
-	// context that ends at Unregister.
+	// context that ends at Unregister (for an Opener's image, when its
+	// last connection closes).
 	ReadPageList(ctx context.Context, ns []int64, ps [][]byte) error
 }
 

@@ -11,14 +11,19 @@ import (
 
 // Index-scan read-ahead bookkeeping.
 const (
-	// maxHeld is how many pages fetched ahead are held at most, for all
+	// maxHeldBytes bounds the pages fetched ahead that are held, for all
 	// connections: the oldest batches go first beyond it (each scan needs
 	// two: the leaf SQLite is on and the next one, fetched ahead).
-	maxHeld = 4096
+	maxHeldBytes = 16 << 20
 	// maxAhead is how many fetches ahead run at once.
 	maxAhead = 4
-	// maxTreeBatch caps the table leaves fetched for one index leaf.
-	maxTreeBatch = 1024
+	// maxBatchBytes caps the table leaves fetched for one index leaf (1,024
+	// of 4 KiB): with maxAhead and the connections' own, it bounds the
+	// pages in flight.
+	maxBatchBytes = 4 << 20
+	// maxLeaves caps the index leaves treeAhead maps (about 40 bytes
+	// each): indexes past it are left alone.
+	maxLeaves = 1 << 20
 	// minJudged is the smallest batch whose use decides whether a scan
 	// goes on fetching.
 	minJudged = 16
@@ -49,11 +54,13 @@ const (
 // that reads no table leaves (a covering scan, a filter on the index
 // alone) never starts.
 //
-// A fetch passes over the table leaves the connections read lately (their
-// caches have them) and those held already. Fetched pages come from the
+// A fetch passes over the table leaves read lately (the last half cache's
+// worth of one connection, on any connection: most likely still in the
+// reader's cache; a guess that costs, when wrong, single reads, never
+// wrong bytes) and those held already. Fetched pages come from the
 // source's ReadPageList, so they are exactly what a read of each would
 // return; they are held for every connection until newer batches push
-// them out, maxHeld pages at most (16 MiB of 4 KiB pages). Nothing here
+// them out, maxHeldBytes at most (4,096 pages of 4 KiB). Nothing here
 // fails a read: a page that does not parse, a fetch that fails, leave
 // SQLite to read as it would.
 type treeAhead struct {
@@ -352,7 +359,7 @@ func (t *treeAhead) fetchAhead(ix *scanIndex, leaf int64) {
 }
 
 // fetch reads the table leaves index leaf leaf (its bytes p) names that
-// are not held, with one ReadPageList call, and holds them as batch b (a
+// are neither held nor read lately, with one ReadPageList call, and holds them as batch b (a
 // new one if nil; a background fetch holds the index leaf too).
 func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []byte, b *treeBatch) {
 	want, err := t.tableLeaves(ix, leaf, p)
@@ -398,7 +405,7 @@ func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []by
 	b.list = append(b.list, ns...)
 	t.batches = append(t.batches, b)
 	t.nheld += len(b.list)
-	for t.nheld > maxHeld && len(t.batches) > 1 {
+	for t.nheld*t.pages.PageSize() > maxHeldBytes && len(t.batches) > 1 {
 		old := t.batches[0]
 		t.batches = t.batches[1:]
 		t.nheld -= len(old.list)
@@ -411,7 +418,7 @@ func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []by
 }
 
 // tableLeaves returns the distinct table leaves holding the rowids of
-// index leaf leaf (its bytes p), at most maxTreeBatch, in the order its
+// index leaf leaf (its bytes p), at most maxBatchBytes of them, in the order its
 // entries name them.
 func (t *treeAhead) tableLeaves(ix *scanIndex, leaf int64, p []byte) ([]int64, error) {
 	pg, err := btree.Parse(p, leaf, t.usable)
@@ -429,7 +436,7 @@ func (t *treeAhead) tableLeaves(ix *scanIndex, leaf int64, p []byte) ([]int64, e
 		if err != nil {
 			return nil, err
 		}
-		if !seen[n] && len(out) < maxTreeBatch {
+		if !seen[n] && len(out) < maxBatchBytes/t.pages.PageSize() {
 			seen[n] = true
 			out = append(out, n)
 		}
@@ -487,6 +494,9 @@ func (t *treeAhead) init() {
 	if err != nil {
 		return
 	}
+	if btree.PageSize(page1) != t.pages.PageSize() {
+		return // a header that does not fit the image: not worth a guess
+	}
 	if t.usable, err = btree.Usable(page1); err != nil {
 		return
 	}
@@ -512,8 +522,8 @@ func (t *treeAhead) init() {
 			continue // a WITHOUT ROWID table: its index holds no rowids
 		}
 		leaves, err := btree.Leaves(t.read, o.Root, t.usable)
-		if err != nil || len(leaves) < 2 {
-			continue // nothing to scan across
+		if err != nil || len(leaves) < 2 || len(leafOf)+len(leaves) > maxLeaves {
+			continue // nothing to scan across, or past what is mapped
 		}
 		ix := &scanIndex{table: root, tableDepth: depth, leaves: leaves}
 		for i, l := range leaves {

@@ -141,7 +141,7 @@ func TestIndexScanAhead(t *testing.T) {
 		t.Logf("%s: %d single reads, %d list reads of %d pages", q, singles, lists, listed)
 		// At most the two index leaves' worth a scan may fetch before it
 		// sees them go unread.
-		if listed > 2*maxTreeBatch || lists > 3 {
+		if listed > 2*maxBatchBytes/4096 || lists > 3 {
 			t.Errorf("%s: %d list reads of %d pages: fetched ahead what it does not read", q, lists, listed)
 		}
 	}

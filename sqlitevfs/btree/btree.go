@@ -47,6 +47,19 @@ type Page struct {
 	cells  int
 }
 
+// PageSize returns the page size page 1's header gives (offset 16; 1 means
+// 65536), 0 if page1 is shorter than the header.
+func PageSize(page1 []byte) int {
+	if len(page1) < fileHeader {
+		return 0
+	}
+	size := int(binary.BigEndian.Uint16(page1[16:18]))
+	if size == 1 {
+		size = 65536
+	}
+	return size
+}
+
 // Usable returns the usable size of the database's pages from page 1's
 // bytes: the page size less the bytes reserved at the end of each page
 // (header offset 20).
@@ -54,9 +67,9 @@ func Usable(page1 []byte) (int, error) {
 	if len(page1) < fileHeader {
 		return 0, fmt.Errorf("%w: page 1 has %d bytes, less than the 100-byte header", ErrMalformed, len(page1))
 	}
-	size := int(binary.BigEndian.Uint16(page1[16:18]))
-	if size == 1 {
-		size = 65536
+	size := PageSize(page1)
+	if size < 512 || size&(size-1) != 0 {
+		return 0, fmt.Errorf("%w: page 1: page size %d is not a power of two from 512 to 65536", ErrMalformed, size)
 	}
 	usable := size - int(page1[20])
 	if usable < 480 {
@@ -65,7 +78,7 @@ func Usable(page1 []byte) (int, error) {
 	return usable, nil
 }
 
-// Kind returns the kind byte of page n (its header follows the file
+// KindOf returns the kind byte of page n (its header follows the file
 // header on page 1), which is a B-tree kind only if the page is a B-tree
 // page: check with IsBTree.
 func KindOf(b []byte, n int64) Kind {

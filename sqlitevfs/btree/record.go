@@ -22,7 +22,7 @@ type Record struct {
 // Column returns value i of the record: nil (NULL), int64, float64,
 // string (text) or []byte (a blob; it shares the page's bytes). A value
 // past the record's last is an error; one past the page's part of a
-// spilled record is ErrSpilled.
+// spilled record, or past the end of a malformed one, is ErrSpilled.
 func (r Record) Column(i int) (any, error) {
 	types, body, err := r.header()
 	if err != nil {
@@ -31,10 +31,7 @@ func (r Record) Column(i int) (any, error) {
 	if i >= len(types) {
 		return nil, fmt.Errorf("btree: column %d of a record of %d", i, len(types))
 	}
-	for _, t := range types[:i] {
-		body += serialSize(t)
-	}
-	return r.value(types[i], body)
+	return r.valueAfter(types, i, body)
 }
 
 // last returns the record's last value.
@@ -46,10 +43,20 @@ func (r Record) last() (any, error) {
 	if len(types) == 0 {
 		return nil, errors.New("btree: empty record")
 	}
-	for _, t := range types[:len(types)-1] {
-		body += serialSize(t)
+	return r.valueAfter(types, len(types)-1, body)
+}
+
+// valueAfter returns value i, whose types are types and whose first
+// value starts at body.
+func (r Record) valueAfter(types []uint64, i, body int) (any, error) {
+	for _, t := range types[:i] {
+		size := serialSize(t)
+		if size > r.end-body {
+			return nil, ErrSpilled
+		}
+		body += size
 	}
-	return r.value(types[len(types)-1], body)
+	return r.value(types[i], body)
 }
 
 // header returns the record's serial types and the offset of its first
@@ -75,8 +82,13 @@ func (r Record) header() ([]uint64, int, error) {
 	return types, r.off + int(size), nil
 }
 
-// serialSize is the size of a value of serial type t.
+// serialSize is the size of a value of serial type t, capped at
+// maxValue (no page holds more, and sums of a few stay far from
+// overflowing).
 func serialSize(t uint64) int {
+	if t >= 2*maxValue+12 {
+		return maxValue
+	}
 	switch {
 	case t <= 4:
 		return [...]int{0, 1, 2, 3, 4}[t]
@@ -90,9 +102,13 @@ func serialSize(t uint64) int {
 	return int((t - 12) / 2)
 }
 
+// maxValue caps serialSize: larger than any page (64 KiB), small enough
+// that sizes added up never overflow an int.
+const maxValue = 1 << 20
+
 func (r Record) value(t uint64, at int) (any, error) {
 	size := serialSize(t)
-	if at+size > r.end {
+	if at < r.off || at > r.end || size > r.end-at {
 		return nil, ErrSpilled
 	}
 	v := r.b[at : at+size]

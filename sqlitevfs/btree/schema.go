@@ -21,7 +21,7 @@ type Object struct {
 // over.
 func Schema(read ReadFunc, usable int) ([]Object, error) {
 	var out []Object
-	err := visit(read, 1, usable, maxDepth, func(p Page) error {
+	err := visit(read, 1, usable, maxDepth, map[int64]bool{}, func(p Page) error {
 		if p.Kind() != TableLeaf {
 			return fmt.Errorf("%w %d: a page of the schema table of kind 0x%02x", ErrMalformed, p.n, byte(p.Kind()))
 		}
@@ -63,11 +63,16 @@ const maxDepth = 20
 
 // visit calls fn for each page of the B-tree rooted at page n that is a
 // leaf or stop levels below n, in key order, reading the pages above them
-// and those.
-func visit(read ReadFunc, n int64, usable, stop int, fn func(Page) error) error {
+// and those. A page met twice (a loop, or cells of a malformed page that
+// name one child again and again) is an error: each page is read once.
+func visit(read ReadFunc, n int64, usable, stop int, seen map[int64]bool, fn func(Page) error) error {
 	if stop < 0 {
 		return fmt.Errorf("%w %d: a B-tree deeper than %d levels (a loop?)", ErrMalformed, n, maxDepth)
 	}
+	if seen[n] {
+		return fmt.Errorf("%w %d: the page is in the B-tree twice", ErrMalformed, n)
+	}
+	seen[n] = true
 	b, err := read(n)
 	if err != nil {
 		return err
@@ -84,7 +89,7 @@ func visit(read ReadFunc, n int64, usable, stop int, fn func(Page) error) error 
 		return err
 	}
 	for _, c := range children {
-		if err := visit(read, c, usable, stop-1, fn); err != nil {
+		if err := visit(read, c, usable, stop-1, seen, fn); err != nil {
 			return err
 		}
 	}
@@ -121,10 +126,20 @@ func Leaves(read ReadFunc, root int64, usable int) ([]int64, error) {
 		return []int64{root}, nil
 	}
 	var out []int64
-	err := visit(read, root, usable, depth-1, func(p Page) error {
+	seen := map[int64]bool{}
+	err := visit(read, root, usable, depth-1, seen, func(p Page) error {
 		children, err := p.Children() // an error for a leaf above the depth
+		if err != nil {
+			return err
+		}
+		for _, c := range children {
+			if seen[c] {
+				return fmt.Errorf("%w %d: page %d is in the B-tree twice", ErrMalformed, p.n, c)
+			}
+			seen[c] = true
+		}
 		out = append(out, children...)
-		return err
+		return nil
 	})
 	return out, err
 }
