@@ -218,43 +218,28 @@ func (p *Pages) ForVFS() sqlitevfs.Pages {
 	return listPages{p}
 }
 
-// listPages is Pages with ReadPageList.
+// listPages is Pages, with no page image, and ReadPageList.
 type listPages struct{ *Pages }
 
-// ReadPageList implements sqlitevfs.PageLister with one GetMany.
+// ReadPageList implements sqlitevfs.PageLister: the pages ns into bs with
+// one GetMany.
 func (l listPages) ReadPageList(ctx context.Context, ns []int64, bs [][]byte) error {
-	return l.readPageList(ctx, ns, bs)
-}
-
-// readPageList reads pages ns into bs: from the page image what it holds,
-// the rest with one GetMany.
-func (p *Pages) readPageList(ctx context.Context, ns []int64, bs [][]byte) error {
 	if len(ns) != len(bs) {
 		return fmt.Errorf("sqlchunks: %d pages into %d buffers", len(ns), len(bs))
 	}
-	var missing []int // positions in ns to read through the reader
+	addrs := make([]addr.Addr, len(ns))
 	for i, n := range ns {
-		if err := p.check(n, 1, bs[i]); err != nil {
+		if err := l.check(n, 1, bs[i]); err != nil {
 			return err
 		}
-		if p.img == nil || !p.img.Read(int(n-1), bs[i]) {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	addrs := make([]addr.Addr, len(missing))
-	for k, i := range missing {
-		a, err := p.m.addr(ctx, p.c, ns[i])
+		a, err := l.m.addr(ctx, l.c, n)
 		if err != nil {
 			return err
 		}
-		addrs[k] = a
+		addrs[i] = a
 	}
-	return p.c.GetMany(ctx, addrs, func(k int, data []byte) error {
-		i := missing[k]
-		if err := p.checkData(ns[i], data); err != nil {
+	return l.c.GetMany(ctx, addrs, func(i int, data []byte) error {
+		if err := l.checkData(ns[i], data); err != nil {
 			return err
 		}
 		copy(bs[i], data)

@@ -82,7 +82,7 @@ func (ra *readAhead) ReadPage(ctx context.Context, n int64, p []byte) error {
 // readPageOn is a read of page n by the connection whose scans are cs (nil
 // for a read of no connection's: it starts no index-scan read-ahead).
 func (ra *readAhead) readPageOn(ctx context.Context, n int64, p []byte, cs *connScans) error {
-	if ra.tree == nil {
+	if ra.tree == nil || ra.tree.idle() {
 		return ra.readPage(ctx, n, p)
 	}
 	if !ra.tree.take(ctx, n, p) {

@@ -213,6 +213,10 @@ func (t *treeAhead) take(ctx context.Context, n int64, p []byte) bool {
 	return t.take(ctx, n, p)
 }
 
+// idle reports whether the database has no index to scan ahead of (found
+// once the schema is read): then reads skip treeAhead altogether.
+func (t *treeAhead) idle() bool { return t.ready.Load() && len(t.indexes) == 0 }
+
 // saw notes that connection cs read page n (its bytes p): a table leaf
 // counts for a watched scan; an index leaf may be a scan's next step.
 func (t *treeAhead) saw(n int64, p []byte, cs *connScans) {
@@ -517,8 +521,8 @@ func (t *treeAhead) init() {
 		if o.Type != "index" || o.Root < 1 || !ok {
 			continue
 		}
-		depth, ok := t.tableDepth(root)
-		if !ok {
+		depth, kind, err := btree.Depth(t.read, root, t.usable)
+		if err != nil || kind != btree.TableLeaf {
 			continue // a WITHOUT ROWID table: its index holds no rowids
 		}
 		leaves, err := btree.Leaves(t.read, o.Root, t.usable)
@@ -532,33 +536,4 @@ func (t *treeAhead) init() {
 		indexes = append(indexes, ix)
 	}
 	t.leafOf, t.indexes = leafOf, indexes
-}
-
-// tableDepth returns the interior levels of the rowid table rooted at
-// root, reading down its left edge to the first leaf; false if it is not a
-// rowid table's B-tree.
-func (t *treeAhead) tableDepth(root int64) (int, bool) {
-	for depth, n := 0, root; depth <= 20; depth++ {
-		b, err := t.read(n)
-		if err != nil {
-			return 0, false
-		}
-		p, err := btree.Parse(b, n, t.usable)
-		if err != nil {
-			return 0, false
-		}
-		switch p.Kind() {
-		case btree.TableLeaf:
-			return depth, true
-		case btree.TableInterior:
-			children, err := p.Children()
-			if err != nil {
-				return 0, false
-			}
-			n = children[0]
-		default:
-			return 0, false
-		}
-	}
-	return 0, false
 }

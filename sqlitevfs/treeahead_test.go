@@ -198,3 +198,25 @@ func TestIndexScanAheadConcurrent(t *testing.T) {
 		t.Errorf("%d reads one page at a time with read-ahead, %d without", with, without)
 	}
 }
+
+// TestIndexScanAheadIdle: a database with no index of a rowid table (the
+// generated corpus: translations is WITHOUT ROWID) leaves every read to
+// the sequential read-ahead once its schema is read.
+func TestIndexScanAheadIdle(t *testing.T) {
+	c := &listCounter{rangeCounter: rangeCounter{FilePages: filePages(t, testDB(t, 2, 3000))}}
+	name, db := register(t, c, nil)
+	ta := treeOf(t, name)
+	for deadline := time.Now().Add(10 * time.Second); !ta.ready.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the schema was never read")
+		}
+		result(t, db, `SELECT count(*) FROM translations WHERE TranslationId > 5`) // index leaves: the schema is read
+	}
+	if !ta.idle() {
+		t.Fatalf("%d indexes found in a database without an index of a rowid table", len(ta.indexes))
+	}
+	result(t, db, `SELECT count(*) FROM translations WHERE TranslationId > 7`)
+	if c.lists.Load() != 0 {
+		t.Errorf("%d list reads", c.lists.Load())
+	}
+}

@@ -26,36 +26,34 @@ func Schema(read ReadFunc, usable int) ([]Object, error) {
 			return fmt.Errorf("%w %d: a page of the schema table of kind 0x%02x", ErrMalformed, p.n, byte(p.Kind()))
 		}
 		return p.TableRows(func(_ int64, r Record) error {
-			var o Object
-			var ok [4]bool
-			for i := range ok {
-				v, err := r.Column(i)
-				if err != nil {
-					return nil // spilled or short: passed over
-				}
-				switch x := v.(type) {
-				case string:
-					switch i {
-					case 0:
-						o.Type, ok[i] = x, true
-					case 1:
-						o.Name, ok[i] = x, true
-					case 2:
-						o.Table, ok[i] = x, true
-					}
-				case int64:
-					o.Root, ok[i] = x, i == 3
-				case nil:
-					ok[i] = i == 3 // views and triggers have no root
-				}
-			}
-			if ok == [4]bool{true, true, true, true} {
+			if o, ok := object(r); ok {
 				out = append(out, o)
 			}
 			return nil
 		})
 	})
 	return out, err
+}
+
+// object reads a schema row's first four columns: type, name, tbl_name
+// and rootpage (NULL for views and triggers); false if they are not there
+// or not of those types.
+func object(r Record) (Object, bool) {
+	var v [4]any
+	for i := range v {
+		var err error
+		if v[i], err = r.Column(i); err != nil {
+			return Object{}, false // spilled or short
+		}
+	}
+	typ, ok0 := v[0].(string)
+	name, ok1 := v[1].(string)
+	table, ok2 := v[2].(string)
+	root, ok3 := v[3].(int64)
+	if !ok0 || !ok1 || !ok2 || !ok3 && v[3] != nil {
+		return Object{}, false
+	}
+	return Object{Type: typ, Name: name, Table: table, Root: root}, true
 }
 
 // maxDepth bounds a walk down a B-tree: SQLite's own limit is 20 levels.
@@ -96,38 +94,45 @@ func visit(read ReadFunc, n int64, usable, stop int, seen map[int64]bool, fn fun
 	return nil
 }
 
-// Leaves returns the leaf pages of the B-tree rooted at page root, in key
-// order. It reads the interior pages, and one leaf (the left-most, to
-// learn the tree's depth: every leaf of a B-tree is at the same depth).
-func Leaves(read ReadFunc, root int64, usable int) ([]int64, error) {
-	depth := 0 // levels of interior pages
-	for n := root; ; depth++ {
-		if depth > maxDepth {
-			return nil, fmt.Errorf("%w %d: a B-tree deeper than %d levels (a loop?)", ErrMalformed, root, maxDepth)
-		}
+// Depth returns the levels of interior pages of the B-tree rooted at page
+// root and the kind of its leaves, reading down its left edge to the
+// first leaf (every leaf of a B-tree is at the same depth).
+func Depth(read ReadFunc, root int64, usable int) (int, Kind, error) {
+	n := root
+	for depth := 0; depth <= maxDepth; depth++ {
 		b, err := read(n)
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		p, err := Parse(b, n, usable)
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		if !p.Kind().Interior() {
-			break
+			return depth, p.Kind(), nil
 		}
 		children, err := p.Children()
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		n = children[0]
+	}
+	return 0, 0, fmt.Errorf("%w %d: a B-tree deeper than %d levels (a loop?)", ErrMalformed, root, maxDepth)
+}
+
+// Leaves returns the leaf pages of the B-tree rooted at page root, in key
+// order. It reads the interior pages, and one leaf (Depth).
+func Leaves(read ReadFunc, root int64, usable int) ([]int64, error) {
+	depth, _, err := Depth(read, root, usable)
+	if err != nil {
+		return nil, err
 	}
 	if depth == 0 {
 		return []int64{root}, nil
 	}
 	var out []int64
 	seen := map[int64]bool{}
-	err := visit(read, root, usable, depth-1, seen, func(p Page) error {
+	err = visit(read, root, usable, depth-1, seen, func(p Page) error {
 		children, err := p.Children() // an error for a leaf above the depth
 		if err != nil {
 			return err
