@@ -24,35 +24,45 @@ const (
 	// maxLeaves caps the index leaves treeAhead maps (about 40 bytes
 	// each): indexes past it are left alone.
 	maxLeaves = 1 << 20
-	// minJudged is the smallest batch whose use decides whether a scan
-	// goes on fetching.
-	minJudged = 16
+	// minJudged is the fewest table leaves, not read lately, that a leaf
+	// of a fetching scan must name for SQLite's reads of them to decide
+	// whether the scan goes on fetching.
+	minJudged = 8
 )
 
-// treeAhead fetches, for an index scan, the table leaves its rows will be
-// looked up in, a whole index leaf's worth with one ReadPageList call,
-// before SQLite asks for them one at a time.
+// treeAhead fetches, for a scan whose rows name rows of a table, the
+// table leaves those rows will be looked up in, a whole leaf of the scan's
+// worth with one ReadPageList call, before SQLite asks for them one at a
+// time.
 //
-// An index scan that is not covering (SELECT * ... WHERE indexed > x)
-// reads an index leaf, then for each of its entries the table leaf that
-// holds the entry's rowid: hundreds of reads of pages scattered over the
-// table, each a request to a remote source. The index leaf names them
-// all: its entries end with their rowids, and the table's interior pages
-// (usually held in memory by the source: Preloader) say which leaf holds
-// which rowid.
+// Two kinds of query read that way. An index scan that is not covering
+// (SELECT * ... WHERE indexed > x) reads an index leaf, then for each of
+// its entries the table leaf that holds the entry's rowid. A join that
+// looks rows up by primary key (... JOIN a ON a.id = b.a_id, a nested
+// loop over b) reads a leaf of b, then for each of its rows the leaf of a
+// that holds the row's a_id. Either way hundreds of reads of pages
+// scattered over a table, each a request to a remote source, that the
+// scan's leaf names: an index entry ends with its rowid, a row holds its
+// reference, and the table's interior pages (usually held in memory by
+// the source: Preloader) say which leaf holds which rowid.
 //
-// It knows the indexes of rowid tables, found in the schema in the
-// background at the first index leaf read. On one connection, a read of
-// an index leaf next to the leaf it read last in that index (in key
-// order, either way) is a scan's step. The scan's first leaf is entered
-// anywhere; at the first leaf it reads whole, treeAhead only watches: if
-// SQLite then reads at least half of the table leaves that leaf names,
-// the scan looks rows up, and from the next step on it fetches the table
-// leaves of the index leaf just read (unless fetched already) and, in the
-// background, the next index leaf and its table leaves. A scan whose
-// fetched pages go mostly unread stops fetching until it starts again; one
-// that reads no table leaves (a covering scan, a filter on the index
-// alone) never starts.
+// It knows the database's B-trees, found in the schema in the background
+// once a connection has read a few leaves: every table and index, whose leaves a scan
+// steps through, and the rowid tables, whose rows may be looked up. On
+// one connection, a read of a leaf next to the leaf it read last in that
+// B-tree (in key order, either way) is a scan's step. The scan's first
+// leaf is entered anywhere; at the first leaf it reads whole, treeAhead
+// only watches: for each column of its entries (up to maxRefColumns, the
+// rowid of a table's rows too) and each rowid table, the table leaves the
+// column's values name, if they were rowids of that table. If SQLite
+// then reads at least half of one such set of leaves, that column names
+// rows of that table, and from the next step on, treeAhead fetches the
+// table leaves the leaf just read names (unless fetched already) and, in
+// the background, the next leaf of the scan and its table leaves. What it
+// learned holds for the connection's next scans of the B-tree, until a
+// scan's fetched pages go mostly unread; a scan that looks no rows up (a
+// covering scan, a filter on the scanned rows alone) never starts
+// fetching.
 //
 // A fetch passes over the table leaves read lately (the last half cache's
 // worth of one connection, on any connection: most likely still in the
@@ -71,8 +81,9 @@ type treeAhead struct {
 	initOnce sync.Once
 	ready    atomic.Bool // init has run: the fields below are set
 	usable   int
-	leafOf   map[int64]leafPos // index leaf → its index and place in it
-	indexes  []*scanIndex
+	leafOf   map[int64]leafPos // a scanned B-tree's leaf → its tree and place in it
+	trees    []*scanTree       // B-trees a scan may step through
+	targets  []rowTable        // rowid tables their rows may name
 
 	nodes sync.Map // table interior page → *tableNode
 
@@ -80,25 +91,56 @@ type treeAhead struct {
 	held    map[int64]heldLeaf
 	batches []*treeBatch // held, oldest first
 	nheld   int          // pages of batches still held
-	ahead   []*treeBatch // background fetches of next index leaves
+	ahead   []*treeBatch // background fetches of next leaves
 	recent  recentLeaves
 }
 
 // connScans is how the scans of one connection (one SQLite file handle,
-// whose calls SQLite serializes) are going, per index: scans of one index
-// on two connections at once are two scans.
+// whose calls SQLite serializes) are going, per B-tree: scans of one
+// B-tree on two connections at once are two scans.
 type connScans struct {
-	byIndex map[int32]*scanProgress
-	watch   *scanProgress // the scan whose first whole leaf is watched
+	byTree map[int32]*scanProgress
+	watch  *scanProgress // the scan whose leaf is watched
+	leaves int           // leaves read before the B-trees were known
 }
 
-// scanProgress is how a connection's scan of one index is going.
+// scanProgress is how a connection's scan of one B-tree is going.
 type scanProgress struct {
-	last  int32 // ord of the index leaf read last, -1 for none
+	last  int32 // ord of the leaf read last, -1 for none
 	dir   int32 // the scan's direction: +1 (ascending) or -1
 	state scanState
-	want  map[int64]bool // watching: table leaves the last index leaf names
-	seen  int            // watching: reads of them since
+	ref   *ref         // what the tree's entries name, learned by a watch; nil if not known
+	cands []*candidate // watching: the rows the watched leaf's entries may name
+}
+
+// ref is what a scanned B-tree's entries name: the value of column col of
+// each entry (colRowid: a table row's rowid) is a rowid of targets[table].
+type ref struct{ col, table int }
+
+// colRowid is a table leaf's rowid as a ref's column.
+const colRowid = -1
+
+// Bounds of what a watch considers.
+const (
+	// maxRefColumns is how many of an entry's first columns may be
+	// references (an index entry's last column, its rowid, is always one).
+	maxRefColumns = 8
+	// initLeaves is how many leaves a connection reads before the
+	// B-trees are looked for.
+	initLeaves = 16
+	// maxTargets is how many rowid tables references may point into: the
+	// largest (small ones stay in SQLite's cache anyway).
+	maxTargets = 8
+)
+
+// candidate is a ref a watch checks: the table leaves the watched leaf's
+// entries name by it, and how many of them SQLite has read since.
+type candidate struct {
+	ref
+	want     map[int64]bool
+	n        int // len(want) at the start
+	uncached int // a fetching scan's: of them, not read lately nor taken from what is held
+	seen     int
 }
 
 // defaultCacheKiB is SQLite's default page cache per connection.
@@ -133,31 +175,36 @@ func (r *recentLeaves) add(n int64) {
 
 func (r *recentLeaves) has(n int64) bool { return r.count[n] > 0 }
 
-// leafPos places an index leaf: index ix's leaf number ord, in key order.
+// leafPos places a leaf: tree ix's leaf number ord, in key order.
 type leafPos struct{ ix, ord int32 }
 
-// scanIndex is an index of a rowid table.
-type scanIndex struct {
-	table      int64   // the table's root page
-	tableDepth int     // interior levels of the table's B-tree
-	leaves     []int64 // the index's leaves in key order
+// scanTree is a B-tree a scan may step through: a table or an index.
+type scanTree struct {
+	root   int64
+	leaves []int64 // in key order
+}
+
+// rowTable is a rowid table: rows a scan's entries may name.
+type rowTable struct {
+	root   int64
+	depth  int // interior levels of its B-tree
+	leaves int
 }
 
 type scanState int
 
 const (
 	scanNew      scanState = iota // a read that did not follow the last: perhaps a scan starts inside this leaf
-	scanWatching                  // the scan's first whole leaf: does SQLite read the table leaves it names?
+	scanWatching                  // the scan's first whole leaf: does SQLite read the table leaves its entries name?
 	scanFetching                  // it does: fetch ahead
 	scanOff                       // it does not: leave this scan alone
 )
 
-// treeBatch is the table leaves of one index leaf (and, fetched in the
-// background, the index leaf itself).
+// treeBatch is the table leaves one leaf of a scan names (and, fetched in
+// the background, that leaf itself).
 type treeBatch struct {
-	leaf  int64   // the index leaf
+	leaf  int64   // the scan's leaf
 	list  []int64 // pages it added to held
-	used  int     // of them, pages read
 	done  chan struct{}
 	pages map[int64]bool // for a background fetch: what it will hold (set once the leaf is read)
 }
@@ -165,7 +212,7 @@ type treeBatch struct {
 type heldLeaf struct {
 	data  []byte
 	batch *treeBatch
-	used  bool // read at least once
+	read  bool // taken at least once: likely in a reader's cache now
 }
 
 // tableNode is a decoded table interior page.
@@ -187,9 +234,8 @@ func (t *treeAhead) take(ctx context.Context, n int64, p []byte) bool {
 	t.mu.Lock()
 	if h, ok := t.held[n]; ok {
 		copy(p, h.data)
-		if !h.used {
-			h.used = true
-			h.batch.used++
+		if !h.read {
+			h.read = true
 			t.held[n] = h
 		}
 		t.mu.Unlock()
@@ -213,116 +259,171 @@ func (t *treeAhead) take(ctx context.Context, n int64, p []byte) bool {
 	return t.take(ctx, n, p)
 }
 
-// idle reports whether the database has no index to scan ahead of (found
-// once the schema is read): then reads skip treeAhead altogether.
-func (t *treeAhead) idle() bool { return t.ready.Load() && len(t.indexes) == 0 }
+// idle reports whether the database has no B-tree to scan ahead of or no
+// rowid table to look rows up in (found once the schema is read): then
+// reads skip treeAhead altogether.
+func (t *treeAhead) idle() bool {
+	return t.ready.Load() && (len(t.trees) == 0 || len(t.targets) == 0)
+}
 
 // saw notes that connection cs read page n (its bytes p): a table leaf
-// counts for a watched scan; an index leaf may be a scan's next step.
+// counts for a watched scan; a leaf may be a scan's next step.
 func (t *treeAhead) saw(n int64, p []byte, cs *connScans) {
-	switch btree.KindOf(p, n) {
-	case btree.TableLeaf:
+	kind := btree.KindOf(p, n)
+	if kind != btree.TableLeaf && kind != btree.IndexLeaf {
+		return
+	}
+	if kind == btree.TableLeaf {
 		t.mu.Lock()
 		t.recent.add(n)
 		t.mu.Unlock()
-		if w := cs.watch; w != nil && w.want[n] {
-			w.seen++
-			delete(w.want, n)
-		}
-	case btree.IndexLeaf:
-		if !t.ready.Load() {
-			// The first index leaf read: find the indexes in the
-			// background, never on a read's time.
-			t.initOnce.Do(func() {
-				go func() {
-					t.init()
-					t.ready.Store(true)
-				}()
-			})
-			return
-		}
-		pos, ok := t.leafOf[n]
-		if !ok {
-			return
-		}
-		sp := cs.byIndex[pos.ix]
-		if sp == nil {
-			if cs.byIndex == nil {
-				cs.byIndex = map[int32]*scanProgress{}
+		if w := cs.watch; w != nil {
+			for _, c := range w.cands {
+				if c.want[n] {
+					c.seen++
+					delete(c.want, n)
+				}
 			}
-			sp = &scanProgress{last: -1}
-			cs.byIndex[pos.ix] = sp
 		}
-		t.step(t.indexes[pos.ix], pos, p, sp, cs)
 	}
+	if !t.ready.Load() {
+		// A connection that reads many leaves: find the B-trees in the
+		// background, never on a read's time (it reads a leaf of each
+		// too; point lookups, which read few, pay nothing).
+		if cs.leaves++; cs.leaves < initLeaves {
+			return
+		}
+		t.initOnce.Do(func() {
+			go func() {
+				t.init()
+				t.ready.Store(true)
+			}()
+		})
+		return
+	}
+	pos, ok := t.leafOf[n]
+	if !ok {
+		return
+	}
+	sp := cs.byTree[pos.ix]
+	if sp == nil {
+		if cs.byTree == nil {
+			cs.byTree = map[int32]*scanProgress{}
+		}
+		sp = &scanProgress{last: -1}
+		cs.byTree[pos.ix] = sp
+	}
+	t.step(t.trees[pos.ix], pos, p, sp, cs)
 }
 
-// step is connection cs's read of index leaf pos (its bytes p) of ix, its
+// step is connection cs's read of leaf pos (its bytes p) of tree tr, its
 // scan of which is sp.
-func (t *treeAhead) step(ix *scanIndex, pos leafPos, p []byte, sp *scanProgress, cs *connScans) {
+func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, cs *connScans) {
 	dir := pos.ord - sp.last
 	scanning := sp.last >= 0 && (dir == 1 || dir == -1) && (sp.state == scanNew || dir == sp.dir)
 	sp.last, sp.dir = pos.ord, dir
 	if !scanning {
 		// Perhaps a scan's start, somewhere inside this leaf.
-		sp.state, sp.seen, sp.want = scanNew, 0, nil
+		sp.state, sp.cands = scanNew, nil
 		if cs.watch == sp {
 			cs.watch = nil
 		}
 		return
 	}
+	leaf := tr.leaves[pos.ord]
 	switch sp.state {
 	case scanNew:
+		if sp.ref != nil {
+			// The connection's last scans of this tree looked rows up.
+			sp.state = scanFetching
+			break
+		}
 		// A scan reads this leaf whole: watch whether SQLite reads the
-		// table leaves its entries name.
-		sp.state = scanWatching
-		want, err := t.tableLeaves(ix, ix.leaves[pos.ord], p)
-		if err != nil {
+		// table leaves its entries may name.
+		sp.state, sp.cands = scanWatching, t.candidates(leaf, p)
+		if len(sp.cands) == 0 {
 			sp.state = scanOff
 			return
-		}
-		sp.want = make(map[int64]bool, len(want))
-		for _, l := range want {
-			sp.want[l] = true
 		}
 		cs.watch = sp
 		return
 	case scanWatching:
-		sp.state = scanOff
-		if total := sp.seen + len(sp.want); total > 0 && 2*sp.seen >= total {
+		sp.state, sp.ref = scanOff, judge(sp.cands)
+		if sp.ref != nil {
 			sp.state = scanFetching
 		}
-		sp.want = nil
+		sp.cands = nil
 		if cs.watch == sp {
 			cs.watch = nil
 		}
 	case scanFetching:
-		// The previous leaf's batch should have been read, mostly (a
-		// small one says little: its pages are few because SQLite read
-		// most of them lately).
-		t.mu.Lock()
-		if b := t.batchOfLocked(ix.leaves[pos.ord-dir]); b != nil && len(b.list) >= minJudged && 2*b.used < len(b.list) {
-			sp.state = scanOff
+		// SQLite should have read some of the table leaves the previous
+		// leaf named, and more than a few of those not read lately nor
+		// taken from what is held (those are likely in its cache), if
+		// they are not too few to say.
+		if c := sp.cands; len(c) == 1 && stale(c[0]) {
+			sp.state, sp.ref = scanOff, nil
 		}
-		t.mu.Unlock()
+		sp.cands = nil
+		if cs.watch == sp {
+			cs.watch = nil
+		}
 	}
 	if sp.state != scanFetching {
 		return
 	}
-	leaf := ix.leaves[pos.ord]
+	// Count SQLite's reads of the table leaves this leaf names: the next
+	// step judges.
+	if pg, err := btree.Parse(p, leaf, t.usable); err == nil {
+		if named, err := t.refLeaves(*sp.ref, pg); err == nil {
+			c := &candidate{ref: *sp.ref, want: make(map[int64]bool, len(named)), n: len(named)}
+			t.mu.Lock()
+			for _, n := range named {
+				c.want[n] = true
+				if !t.recent.has(n) && !t.held[n].read {
+					c.uncached++
+				}
+			}
+			t.mu.Unlock()
+			sp.cands, cs.watch = []*candidate{c}, sp
+		}
+	}
 	t.mu.Lock()
 	have := t.batchOfLocked(leaf) != nil
 	t.mu.Unlock()
 	if !have {
-		t.fetch(t.ctx, ix, leaf, p, nil)
+		t.fetch(t.ctx, *sp.ref, leaf, p, nil)
 	}
-	if next := pos.ord + dir; next >= 0 && int(next) < len(ix.leaves) {
-		t.fetchAhead(ix, ix.leaves[next])
+	if next := pos.ord + dir; next >= 0 && int(next) < len(tr.leaves) {
+		t.fetchAhead(*sp.ref, tr.leaves[next])
 	}
 }
 
-// batchOfLocked returns the batch of index leaf leaf, if one is held or
-// being fetched.
+// judge returns the ref of the watched candidate SQLite read the most
+// leaves of, if it read at least two and half of them; nil if none.
+func judge(cands []*candidate) *ref {
+	var best *candidate
+	for _, c := range cands {
+		if c.seen >= 2 && 2*c.seen >= c.n && (best == nil || c.seen > best.seen) {
+			best = c
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return &best.ref
+}
+
+// stale reports whether SQLite left unread most of what a fetching
+// scan's leaf named: none of them, or under an eighth of those that were
+// likely not in its cache (a guess: its cache holds more than what was
+// read lately, most of a table not much larger than it).
+func stale(c *candidate) bool {
+	return c.n >= minJudged && c.seen == 0 || c.uncached >= minJudged && 8*c.seen < c.uncached
+}
+
+// batchOfLocked returns the batch of leaf leaf, if one is held or being
+// fetched.
 func (t *treeAhead) batchOfLocked(leaf int64) *treeBatch {
 	for _, bs := range [][]*treeBatch{t.ahead, t.batches} {
 		for _, b := range bs {
@@ -334,9 +435,9 @@ func (t *treeAhead) batchOfLocked(leaf int64) *treeBatch {
 	return nil
 }
 
-// fetchAhead fetches index leaf leaf and its table leaves in the
-// background, unless it is held or being fetched already.
-func (t *treeAhead) fetchAhead(ix *scanIndex, leaf int64) {
+// fetchAhead fetches leaf leaf and the table leaves its entries name by r
+// in the background, unless it is held or being fetched already.
+func (t *treeAhead) fetchAhead(r ref, leaf int64) {
 	t.mu.Lock()
 	if len(t.ahead) >= maxAhead || t.batchOfLocked(leaf) != nil {
 		t.mu.Unlock()
@@ -358,15 +459,20 @@ func (t *treeAhead) fetchAhead(ix *scanIndex, leaf int64) {
 		if err := t.src.ReadPageList(t.ctx, []int64{leaf}, [][]byte{page}); err != nil {
 			return
 		}
-		t.fetch(t.ctx, ix, leaf, page, b)
+		t.fetch(t.ctx, r, leaf, page, b)
 	}()
 }
 
-// fetch reads the table leaves index leaf leaf (its bytes p) names that
-// are neither held nor read lately, with one ReadPageList call, and holds them as batch b (a
-// new one if nil; a background fetch holds the index leaf too).
-func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []byte, b *treeBatch) {
-	want, err := t.tableLeaves(ix, leaf, p)
+// fetch reads the table leaves leaf leaf (its bytes p) names by r that
+// are neither held nor read lately, with one ReadPageList call, and holds
+// them as batch b (a new one if nil; a background fetch holds the leaf
+// too).
+func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *treeBatch) {
+	pg, err := btree.Parse(p, leaf, t.usable)
+	if err != nil {
+		return
+	}
+	want, err := t.refLeaves(r, pg)
 	if err != nil {
 		return
 	}
@@ -399,7 +505,7 @@ func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []by
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if b.pages != nil { // fetched ahead: the index leaf itself is held too
+	if b.pages != nil { // fetched ahead: the leaf itself is held too
 		t.held[leaf] = heldLeaf{data: p, batch: b}
 		b.list = append(b.list, leaf)
 	}
@@ -421,22 +527,88 @@ func (t *treeAhead) fetch(ctx context.Context, ix *scanIndex, leaf int64, p []by
 	}
 }
 
-// tableLeaves returns the distinct table leaves holding the rowids of
-// index leaf leaf (its bytes p), at most maxBatchBytes of them, in the order its
-// entries name them.
-func (t *treeAhead) tableLeaves(ix *scanIndex, leaf int64, p []byte) ([]int64, error) {
+// entryValues returns, for each entry of leaf page pg in order, the
+// integer values of its columns that may be references: the first
+// maxRefColumns and the last (an index entry's rowid), and a table row's
+// rowid (at colRowid); keyed by column.
+func entryValues(pg btree.Page) (map[int][]int64, error) {
+	out := map[int][]int64{}
+	add := func(r btree.Record) {
+		n, err := r.Len()
+		if err != nil {
+			return // a header past the page: nothing to read of this entry
+		}
+		for i := range n {
+			if i >= maxRefColumns && i < n-1 {
+				continue
+			}
+			if v, err := r.Column(i); err == nil {
+				if x, ok := v.(int64); ok {
+					out[i] = append(out[i], x)
+				}
+			}
+		}
+	}
+	if pg.Kind() == btree.TableLeaf {
+		return out, pg.TableRows(func(rowid int64, r btree.Record) error {
+			out[colRowid] = append(out[colRowid], rowid)
+			add(r)
+			return nil
+		})
+	}
+	return out, pg.IndexRecords(func(r btree.Record) error {
+		add(r)
+		return nil
+	})
+}
+
+// candidates returns the refs a watch of leaf leaf (its bytes p) checks:
+// each column of its entries with integer values, into each rowid table,
+// with the table leaves it names there (at least two).
+func (t *treeAhead) candidates(leaf int64, p []byte) []*candidate {
 	pg, err := btree.Parse(p, leaf, t.usable)
 	if err != nil {
-		return nil, err
+		return nil
 	}
-	rowids, err := pg.IndexRowids()
+	vals, err := entryValues(pg)
+	if err != nil {
+		return nil
+	}
+	var out []*candidate
+	for col, vs := range vals {
+		for ti := range t.targets {
+			ns, err := t.leavesOf(ti, vs)
+			if err != nil || len(ns) < 2 {
+				continue
+			}
+			c := &candidate{ref: ref{col: col, table: ti}, want: make(map[int64]bool, len(ns)), n: len(ns)}
+			for _, n := range ns {
+				c.want[n] = true
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// refLeaves returns the table leaves the entries of leaf page pg name by
+// r, distinct, at most maxBatchBytes of them, in the order the entries
+// name them.
+func (t *treeAhead) refLeaves(r ref, pg btree.Page) ([]int64, error) {
+	vals, err := entryValues(pg)
 	if err != nil {
 		return nil, err
 	}
+	return t.leavesOf(r.table, vals[r.col])
+}
+
+// leavesOf returns the leaves of targets[ti] that hold rowids, distinct,
+// at most maxBatchBytes of them, in the order of rowids.
+func (t *treeAhead) leavesOf(ti int, rowids []int64) ([]int64, error) {
 	seen := make(map[int64]bool, len(rowids))
 	var out []int64
 	for _, r := range rowids {
-		n, err := t.tableLeaf(ix, r)
+		n, err := t.tableLeaf(&t.targets[ti], r)
 		if err != nil {
 			return nil, err
 		}
@@ -448,10 +620,10 @@ func (t *treeAhead) tableLeaves(ix *scanIndex, leaf int64, p []byte) ([]int64, e
 	return out, nil
 }
 
-// tableLeaf returns the leaf of ix's table that holds rowid.
-func (t *treeAhead) tableLeaf(ix *scanIndex, rowid int64) (int64, error) {
-	n := ix.table
-	for range ix.tableDepth {
+// tableLeaf returns the leaf of table tb that holds rowid.
+func (t *treeAhead) tableLeaf(tb *rowTable, rowid int64) (int64, error) {
+	n := tb.root
+	for range tb.depth {
 		node, err := t.node(n)
 		if err != nil {
 			return 0, err
@@ -491,8 +663,9 @@ func (t *treeAhead) read(n int64) ([]byte, error) {
 	return b, nil
 }
 
-// init finds the indexes of rowid tables in the schema and their leaves.
-// Any error leaves treeAhead without indexes: it then does nothing.
+// init finds the B-trees in the schema, their leaves, and the rowid
+// tables. Any error leaves treeAhead without B-trees: it then does
+// nothing.
 func (t *treeAhead) init() {
 	page1, err := t.read(1)
 	if err != nil {
@@ -508,32 +681,34 @@ func (t *treeAhead) init() {
 	if err != nil {
 		return
 	}
-	tables := map[string]int64{}
-	for _, o := range objs {
-		if o.Type == "table" && o.Root > 0 {
-			tables[o.Name] = o.Root
-		}
-	}
 	leafOf := map[int64]leafPos{}
-	var indexes []*scanIndex
+	var trees []*scanTree
+	var targets []rowTable
 	for _, o := range objs {
-		root, ok := tables[o.Table]
-		if o.Type != "index" || o.Root < 1 || !ok {
+		if o.Type != "table" && o.Type != "index" || o.Root < 1 {
 			continue
 		}
-		depth, kind, err := btree.Depth(t.read, root, t.usable)
-		if err != nil || kind != btree.TableLeaf {
-			continue // a WITHOUT ROWID table: its index holds no rowids
+		depth, kind, err := btree.Depth(t.read, o.Root, t.usable)
+		if err != nil || depth == 0 {
+			continue // one leaf: nothing to scan across, nothing to look up ahead
 		}
 		leaves, err := btree.Leaves(t.read, o.Root, t.usable)
-		if err != nil || len(leaves) < 2 || len(leafOf)+len(leaves) > maxLeaves {
-			continue // nothing to scan across, or past what is mapped
+		if err != nil {
+			continue
 		}
-		ix := &scanIndex{table: root, tableDepth: depth, leaves: leaves}
+		if kind == btree.TableLeaf {
+			targets = append(targets, rowTable{root: o.Root, depth: depth, leaves: len(leaves)})
+		}
+		if len(leafOf)+len(leaves) > maxLeaves {
+			continue // past what is mapped
+		}
 		for i, l := range leaves {
-			leafOf[l] = leafPos{ix: int32(len(indexes)), ord: int32(i)}
+			leafOf[l] = leafPos{ix: int32(len(trees)), ord: int32(i)}
 		}
-		indexes = append(indexes, ix)
+		trees = append(trees, &scanTree{root: o.Root, leaves: leaves})
 	}
-	t.leafOf, t.indexes = leafOf, indexes
+	// The largest tables: references into small ones find their leaves
+	// in SQLite's cache.
+	slices.SortStableFunc(targets, func(a, b rowTable) int { return b.leaves - a.leaves })
+	t.leafOf, t.trees, t.targets = leafOf, trees, targets[:min(len(targets), maxTargets)]
 }

@@ -238,32 +238,50 @@ func Step(keys, children []int64, rowid int64) int64 {
 // page. For an index of a WITHOUT ROWID table the last value is a key
 // column, not a rowid; the caller knows which indexes it asks about.
 func (p Page) IndexRowids() ([]int64, error) {
-	if p.kind != IndexLeaf {
-		return nil, p.errorf("rowids of a page of kind 0x%02x, not an index leaf", byte(p.kind))
-	}
 	out := make([]int64, 0, p.cells)
-	for i := 0; i < p.cells; i++ {
-		off, err := p.cell(i)
-		if err != nil {
-			return nil, err
+	err := p.IndexRecords(func(r Record) error {
+		v, err := r.last()
+		if errors.Is(err, ErrSpilled) && r.spilled {
+			return nil // the rowid is on an overflow page
 		}
-		size, w, err := p.varint(off)
 		if err != nil {
-			return nil, err
-		}
-		if int64(size) > int64(p.maxLocal(false)) {
-			continue // the rowid is on an overflow page
-		}
-		rec := Record{b: p.b[:p.usable], off: off + w, end: off + w + int(size)}
-		v, err := rec.last()
-		if err != nil {
-			return nil, p.errorf("cell %d: %v", i, err)
+			return p.errorf("%v", err)
 		}
 		if rowid, ok := v.(int64); ok {
 			out = append(out, rowid)
 		}
+		return nil
+	})
+	return out, err
+}
+
+// IndexRecords calls fn with the local part of the record of each cell
+// of an index leaf (an index's entry, or a WITHOUT ROWID table's row), in
+// order. A record that spills onto overflow pages is cut at the page:
+// Record.Column says so for a value past the cut.
+func (p Page) IndexRecords(fn func(r Record) error) error {
+	if p.kind != IndexLeaf {
+		return p.errorf("records of a page of kind 0x%02x, not an index leaf", byte(p.kind))
 	}
-	return out, nil
+	for i := 0; i < p.cells; i++ {
+		off, err := p.cell(i)
+		if err != nil {
+			return err
+		}
+		size, w, err := p.varint(off)
+		if err != nil {
+			return err
+		}
+		start := off + w
+		local := p.local(int64(size), false)
+		if start+local > p.usable {
+			return p.errorf("cell %d: record past the page's end", i)
+		}
+		if err := fn(Record{b: p.b[:p.usable], off: start, end: start + local, spilled: uint64(local) < size}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TableRows calls fn with the rowid and the local part of the record of
@@ -288,11 +306,11 @@ func (p Page) TableRows(fn func(rowid int64, r Record) error) error {
 			return err
 		}
 		start := off + w + w2
-		end := start + p.local(int64(size))
-		if end > p.usable {
+		local := p.local(int64(size), true)
+		if start+local > p.usable {
 			return p.errorf("cell %d: record past the page's end", i)
 		}
-		if err := fn(int64(rowid), Record{b: p.b, off: start, end: end}); err != nil {
+		if err := fn(int64(rowid), Record{b: p.b, off: start, end: start + local, spilled: uint64(local) < size}); err != nil {
 			return err
 		}
 	}
@@ -308,10 +326,10 @@ func (p Page) maxLocal(table bool) int {
 	return (p.usable-12)*64/255 - 23
 }
 
-// local returns how much of a table leaf cell's payload of size bytes is
-// on the page.
-func (p Page) local(size int64) int {
-	x := p.maxLocal(true)
+// local returns how much of a leaf cell's payload of size bytes is on
+// the page (of a table leaf, or of an index page).
+func (p Page) local(size int64, table bool) int {
+	x := p.maxLocal(table)
 	if size <= int64(x) {
 		return int(size)
 	}

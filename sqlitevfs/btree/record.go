@@ -16,7 +16,14 @@ var ErrSpilled = errors.New("btree: value on an overflow page")
 // record that is on its page.
 type Record struct {
 	b        []byte
-	off, end int // the record is b[off:end]
+	off, end int  // the record (its part on the page) is b[off:end]
+	spilled  bool // the rest is on overflow pages
+}
+
+// Len returns the number of values in the record.
+func (r Record) Len() (int, error) {
+	types, _, err := r.header()
+	return len(types), err
 }
 
 // Column returns value i of the record: nil (NULL), int64, float64,
@@ -67,8 +74,11 @@ func (r Record) header() ([]uint64, int, error) {
 	}
 	b := r.b[:r.end]
 	size, w := Varint(b, r.off)
-	if w == 0 || r.off+int(size) > r.end || int(size) < w {
-		return nil, 0, errors.New("btree: record header past the record's end")
+	if w == 0 || int(size) < w {
+		return nil, 0, errors.New("btree: malformed record header size")
+	}
+	if size > uint64(r.end-r.off) {
+		return nil, 0, ErrSpilled // a header longer than the page's part of the record
 	}
 	var types []uint64
 	for at := r.off + w; at < r.off+int(size); {
