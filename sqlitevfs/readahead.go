@@ -36,7 +36,7 @@ type readAhead struct {
 	ctx  context.Context // the registration's: background fetches end with it
 	size int64           // pages per batch
 	pre  Preloader       // the pages' Preloader, if they have one
-	tree *treeAhead      // index scans' table leaves, if the pages are a PageLister
+	tree *treeAhead      // the table leaves scans look rows up in, if the pages are a PageLister
 
 	mu      sync.Mutex
 	recent  [recentPages]int64
@@ -80,7 +80,7 @@ func (ra *readAhead) ReadPage(ctx context.Context, n int64, p []byte) error {
 }
 
 // readPageOn is a read of page n by the connection whose scans are cs (nil
-// for a read of no connection's: it starts no index-scan read-ahead).
+// for a read of no connection's: it starts no B-tree read-ahead).
 func (ra *readAhead) readPageOn(ctx context.Context, n int64, p []byte, cs *connScans) error {
 	if ra.tree == nil || ra.tree.idle() {
 		return ra.readPage(ctx, n, p)

@@ -30,8 +30,9 @@
 // batches shared by all connections to the image (Options.ReadAhead), so a
 // source with a high cost per request (a network round trip) pays it once
 // per batch rather than once per page. When the Pages is also a
-// PageLister, an index scan that looks each row up in its table has the
-// table leaves an index leaf names fetched with one request, before SQLite
+// PageLister, a scan that looks each row up in a table (an index scan that
+// is not covering, a nested-loop join on a primary key) has the table
+// leaves each scanned leaf names fetched with one request, before SQLite
 // reads them (package btree reads the pages for that). The VFS
 // offers SQLite no memory mapping (its file methods are version 1, without
 // xFetch), so PRAGMA mmap_size has no effect and there is nothing to turn
@@ -105,7 +106,7 @@ type PageRanger interface {
 
 // PageLister is an optional interface of Pages for reading pages that are
 // not consecutive with one request. The VFS uses it, when the Pages has
-// it, to fetch the table leaves an index scan is about to read (see
+// it, to fetch the table leaves a scan is about to look rows up in (see
 // treeAhead).
 type PageLister interface {
 	// ReadPageList reads pages ns[0], ns[1], ... into ps[0], ps[1], ...;

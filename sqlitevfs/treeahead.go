@@ -9,24 +9,28 @@ import (
 	"github.com/chunkd/chunkd/sqlitevfs/btree"
 )
 
-// Index-scan read-ahead bookkeeping.
+// B-tree read-ahead bookkeeping.
 const (
 	// maxHeldBytes bounds the pages fetched ahead that are held, for all
 	// connections: the oldest batches go first beyond it (each scan needs
 	// two: the leaf SQLite is on and the next one, fetched ahead).
 	maxHeldBytes = 16 << 20
+	// stepsAhead is how many leaves past the one SQLite reads a scan
+	// fetches in the background: a leaf's fetch (the leaf, then its
+	// table leaves: two requests) overlaps SQLite's work on those before.
+	stepsAhead = 2
 	// maxAhead is how many fetches ahead run at once.
 	maxAhead = 4
-	// maxBatchBytes caps the table leaves fetched for one index leaf (1,024
-	// of 4 KiB): with maxAhead and the connections' own, it bounds the
+	// maxBatchBytes caps the table leaves fetched for one scanned leaf
+	// (1,024 of 4 KiB): with maxAhead and the connections' own, it bounds the
 	// pages in flight.
 	maxBatchBytes = 4 << 20
-	// maxLeaves caps the index leaves treeAhead maps (about 40 bytes
-	// each): indexes past it are left alone.
+	// maxLeaves caps the leaves treeAhead maps (about 40 bytes each):
+	// B-trees past it are not scanned ahead of.
 	maxLeaves = 1 << 20
-	// minJudged is the fewest table leaves, not read lately, that a leaf
-	// of a fetching scan must name for SQLite's reads of them to decide
-	// whether the scan goes on fetching.
+	// minJudged is the fewest table leaves a leaf of a fetching scan
+	// must name (or name that were not read lately) for SQLite's reads of
+	// them to decide whether the scan goes on fetching.
 	minJudged = 8
 )
 
@@ -58,9 +62,10 @@ const (
 // then reads at least half of one such set of leaves, that column names
 // rows of that table, and from the next step on, treeAhead fetches the
 // table leaves the leaf just read names (unless fetched already) and, in
-// the background, the next leaf of the scan and its table leaves. What it
-// learned holds for the connection's next scans of the B-tree, until a
-// scan's fetched pages go mostly unread; a scan that looks no rows up (a
+// the background, the next stepsAhead leaves of the scan and their table
+// leaves. What it learned holds for the connection's next scans of the
+// B-tree, until a scan leaves most of what it named unread; a scan that
+// looks no rows up (a
 // covering scan, a filter on the scanned rows alone) never starts
 // fetching.
 //
@@ -100,8 +105,7 @@ type treeAhead struct {
 // B-tree on two connections at once are two scans.
 type connScans struct {
 	byTree map[int32]*scanProgress
-	watch  *scanProgress // the scan whose leaf is watched
-	leaves int           // leaves read before the B-trees were known
+	leaves int // leaves read before the B-trees were known
 }
 
 // scanProgress is how a connection's scan of one B-tree is going.
@@ -110,7 +114,7 @@ type scanProgress struct {
 	dir   int32 // the scan's direction: +1 (ascending) or -1
 	state scanState
 	ref   *ref         // what the tree's entries name, learned by a watch; nil if not known
-	cands []*candidate // watching: the rows the watched leaf's entries may name
+	cands []*candidate // the rows the leaf read last may name, whose reads are counted: each candidate when watching, the ref's when fetching
 }
 
 // ref is what a scanned B-tree's entries name: the value of column col of
@@ -218,7 +222,7 @@ type heldLeaf struct {
 // tableNode is a decoded table interior page.
 type tableNode struct{ keys, children []int64 }
 
-// newTreeAhead returns the index-scan read-ahead over p, whose
+// newTreeAhead returns the B-tree read-ahead over p, whose
 // connections have page caches of cacheKiB (0: SQLite's default).
 func newTreeAhead(ctx context.Context, p Pages, src PageLister, cacheKiB int) *treeAhead {
 	if cacheKiB <= 0 {
@@ -277,8 +281,8 @@ func (t *treeAhead) saw(n int64, p []byte, cs *connScans) {
 		t.mu.Lock()
 		t.recent.add(n)
 		t.mu.Unlock()
-		if w := cs.watch; w != nil {
-			for _, c := range w.cands {
+		for _, sp := range cs.byTree { // a few B-trees, few watched
+			for _, c := range sp.cands {
 				if c.want[n] {
 					c.seen++
 					delete(c.want, n)
@@ -325,9 +329,6 @@ func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, 
 	if !scanning {
 		// Perhaps a scan's start, somewhere inside this leaf.
 		sp.state, sp.cands = scanNew, nil
-		if cs.watch == sp {
-			cs.watch = nil
-		}
 		return
 	}
 	leaf := tr.leaves[pos.ord]
@@ -345,7 +346,6 @@ func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, 
 			sp.state = scanOff
 			return
 		}
-		cs.watch = sp
 		return
 	case scanWatching:
 		sp.state, sp.ref = scanOff, judge(sp.cands)
@@ -353,9 +353,6 @@ func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, 
 			sp.state = scanFetching
 		}
 		sp.cands = nil
-		if cs.watch == sp {
-			cs.watch = nil
-		}
 	case scanFetching:
 		// SQLite should have read some of the table leaves the previous
 		// leaf named, and more than a few of those not read lately nor
@@ -365,9 +362,6 @@ func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, 
 			sp.state, sp.ref = scanOff, nil
 		}
 		sp.cands = nil
-		if cs.watch == sp {
-			cs.watch = nil
-		}
 	}
 	if sp.state != scanFetching {
 		return
@@ -385,7 +379,7 @@ func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, 
 				}
 			}
 			t.mu.Unlock()
-			sp.cands, cs.watch = []*candidate{c}, sp
+			sp.cands = []*candidate{c}
 		}
 	}
 	t.mu.Lock()
@@ -394,8 +388,10 @@ func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, 
 	if !have {
 		t.fetch(t.ctx, *sp.ref, leaf, p, nil)
 	}
-	if next := pos.ord + dir; next >= 0 && int(next) < len(tr.leaves) {
-		t.fetchAhead(*sp.ref, tr.leaves[next])
+	for i := int32(1); i <= stepsAhead; i++ {
+		if next := pos.ord + i*dir; next >= 0 && int(next) < len(tr.leaves) {
+			t.fetchAhead(*sp.ref, tr.leaves[next])
+		}
 	}
 }
 
@@ -486,10 +482,14 @@ func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *t
 	if b == nil {
 		b = &treeBatch{leaf: leaf}
 	} else {
+		// Fetched ahead: the leaf is held too, from now on (SQLite may
+		// read it while its table leaves are on their way; a read of
+		// one of those waits for the batch).
 		b.pages = make(map[int64]bool, len(ns))
 		for _, n := range ns {
 			b.pages[n] = true
 		}
+		t.held[leaf] = heldLeaf{data: p, batch: b}
 	}
 	t.mu.Unlock()
 	ps := t.pages.PageSize()
@@ -500,13 +500,17 @@ func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *t
 	}
 	if len(ns) > 0 {
 		if err := t.src.ReadPageList(ctx, ns, bufs); err != nil {
+			t.mu.Lock()
+			if h, ok := t.held[leaf]; ok && h.batch == b {
+				delete(t.held, leaf) // never in batches: nothing else would drop it
+			}
+			t.mu.Unlock()
 			return
 		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if b.pages != nil { // fetched ahead: the leaf itself is held too
-		t.held[leaf] = heldLeaf{data: p, batch: b}
+	if b.pages != nil {
 		b.list = append(b.list, leaf)
 	}
 	for i, n := range ns {

@@ -76,12 +76,12 @@ func scanDB(t *testing.T, rows int) string {
 	return path
 }
 
-// treeOf returns the index-scan read-ahead of the registration name.
+// treeOf returns the B-tree read-ahead of the registration name.
 func treeOf(t *testing.T, name string) *treeAhead {
 	t.Helper()
 	ra, ok := lookup(name).pages.(*readAhead)
 	if !ok || ra.tree == nil {
-		t.Fatal("no index-scan read-ahead")
+		t.Fatal("no B-tree read-ahead")
 	}
 	return ra.tree
 }

@@ -1,10 +1,11 @@
 // Package btree reads SQLite's B-tree pages, as the file format lays them
 // out (https://www.sqlite.org/fileformat2.html, "B-tree Pages"): a page's
 // kind, the children an interior page names, the way down a table's
-// B-tree to the leaf that holds a rowid, the rowids an index leaf points
-// at, and the rows of the schema table. It reads bytes it is given and does
-// no I/O; the VFS uses it to fetch the table leaves an index scan is about
-// to read before SQLite asks for them one by one.
+// B-tree to the leaf that holds a rowid, the records of a leaf (an index's
+// entries, a table's rows) and the rows of the schema table. It reads
+// bytes it is given and does no I/O; the VFS uses it to fetch the table
+// leaves a scan is about to look rows up in before SQLite asks for them
+// one by one.
 //
 // Every function checks what it reads against the page's bounds and
 // returns an error, never a panic, on a page that is not what it should

@@ -156,6 +156,54 @@ func TestAgainstSQLite(t *testing.T) {
 		t.Fatalf("index leaves hold %d rowids, not a large ordered part of the index's %d", len(got), len(inOrder))
 	}
 
+	// A WITHOUT ROWID table's leaves hold its rows as records, in key
+	// order.
+	var gotRows []string
+	wl, err := btree.Leaves(read, root("w"), usable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range wl {
+		b, _ := read(l)
+		p, err := btree.Parse(b, l, usable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.IndexRecords(func(r btree.Record) error {
+			if n, err := r.Len(); err != nil || n != 2 {
+				return fmt.Errorf("a record of %d values (%v), want 2", n, err)
+			}
+			a, err := r.Column(0)
+			if err != nil {
+				return err
+			}
+			b, err := r.Column(1)
+			if err != nil {
+				return err
+			}
+			gotRows = append(gotRows, fmt.Sprint(a, "|", b))
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("leaf %d of w: %v", l, err)
+		}
+	}
+	var wantRows []string
+	rows, err = db.Query(`SELECT a, b FROM w ORDER BY a, b`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a string
+		var b int64
+		rows.Scan(&a, &b)
+		wantRows = append(wantRows, fmt.Sprint(a, "|", b))
+	}
+	rows.Close()
+	if len(gotRows) < len(wantRows)*9/10 || !isSubsequence(gotRows, wantRows) {
+		t.Fatalf("w's leaves hold %d rows, not a large ordered part of its %d", len(gotRows), len(wantRows))
+	}
+
 	// Each rowid is found in the table leaf the descent leads to.
 	for _, id := range got[:500] {
 		n := root("t")
@@ -192,7 +240,7 @@ func TestAgainstSQLite(t *testing.T) {
 	}
 }
 
-func isSubsequence(sub, of []int64) bool {
+func isSubsequence[T comparable](sub, of []T) bool {
 	i := 0
 	for _, x := range of {
 		if i < len(sub) && sub[i] == x {
@@ -237,7 +285,15 @@ func TestMalformed(t *testing.T) {
 		p.Children()
 		p.TableKeys()
 		p.IndexRowids()
-		p.TableRows(func(int64, btree.Record) error { return nil })
+		values := func(r btree.Record) error {
+			n, _ := r.Len()
+			for i := range n + 1 { // and one past the last
+				r.Column(i)
+			}
+			return nil
+		}
+		p.TableRows(func(_ int64, r btree.Record) error { return values(r) })
+		p.IndexRecords(values)
 		mutated := func(m int64) ([]byte, error) {
 			if m == n {
 				return b, nil
