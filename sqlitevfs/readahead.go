@@ -91,7 +91,7 @@ func (ra *readAhead) readPageOn(ctx context.Context, n int64, p []byte, cs *conn
 		}
 	}
 	if cs != nil {
-		ra.tree.saw(n, p, cs)
+		ra.tree.saw(ctx, n, p, cs)
 	}
 	return nil
 }

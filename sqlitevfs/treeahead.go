@@ -13,7 +13,7 @@ import (
 const (
 	// maxHeldBytes bounds the pages fetched ahead that are held, for all
 	// connections: the oldest batches go first beyond it (each scan needs
-	// two: the leaf SQLite is on and the next one, fetched ahead).
+	// 1+stepsAhead: the leaf SQLite is on and those fetched ahead).
 	maxHeldBytes = 16 << 20
 	// stepsAhead is how many leaves past the one SQLite reads a scan
 	// fetches in the background: a leaf's fetch (the leaf, then its
@@ -56,18 +56,20 @@ const (
 // one connection, a read of a leaf next to the leaf it read last in that
 // B-tree (in key order, either way) is a scan's step. The scan's first
 // leaf is entered anywhere; at the first leaf it reads whole, treeAhead
-// only watches: for each column of its entries (up to maxRefColumns, the
-// rowid of a table's rows too) and each rowid table, the table leaves the
-// column's values name, if they were rowids of that table. If SQLite
-// then reads at least half of one such set of leaves, that column names
-// rows of that table, and from the next step on, treeAhead fetches the
-// table leaves the leaf just read names (unless fetched already) and, in
-// the background, the next stepsAhead leaves of the scan and their table
+// only watches: for each column of its entries (the first maxRefColumns,
+// the last, and the rowid of a table's rows) and each of the largest
+// maxTargets rowid tables, the table leaves the column's integer values
+// name, if they were rowids of that table. If SQLite then reads at least
+// half (and two) of one such set of leaves, that column names rows of
+// that table, and from the next step on, treeAhead fetches the table
+// leaves the leaf just read names (unless fetched already) and, in the
+// background, the next stepsAhead leaves of the scan and their table
 // leaves. What it learned holds for the connection's next scans of the
-// B-tree, until a scan leaves most of what it named unread; a scan that
-// looks no rows up (a
-// covering scan, a filter on the scanned rows alone) never starts
-// fetching.
+// B-tree until SQLite reads none, or under an eighth, of what a scan's
+// leaves named (counted over leaves until they name at least minJudged;
+// stale). A scan that looks no rows up (a covering scan) never starts
+// fetching, nor one that looks up fewer than half the rows of the leaf
+// it watches (a filter on the scanned rows).
 //
 // A fetch passes over the table leaves read lately (the last half cache's
 // worth of one connection, on any connection: most likely still in the
@@ -94,9 +96,10 @@ type treeAhead struct {
 
 	mu      sync.Mutex
 	held    map[int64]heldLeaf
-	batches []*treeBatch // held, oldest first
-	nheld   int          // pages of batches still held
-	ahead   []*treeBatch // background fetches of next leaves
+	byLeaf  map[int64]*treeBatch // batches held or being fetched, by their scanned leaf
+	batches []*treeBatch         // held, oldest first
+	nheld   int                  // pages of batches still held
+	ahead   []*treeBatch         // background fetches of next leaves
 	recent  recentLeaves
 }
 
@@ -115,6 +118,8 @@ type scanProgress struct {
 	state scanState
 	ref   *ref         // what the tree's entries name, learned by a watch; nil if not known
 	cands []*candidate // the rows the leaf read last may name, whose reads are counted: each candidate when watching, the ref's when fetching
+	reads int          // table leaf reads the connection may still make before cands are dropped (a scan left off)
+	acc   candidate    // fetching: counts of the leaves since the last judgement, added up
 }
 
 // ref is what a scanned B-tree's entries name: the value of column col of
@@ -137,8 +142,9 @@ const (
 	maxTargets = 8
 )
 
-// candidate is a ref a watch checks: the table leaves the watched leaf's
-// entries name by it, and how many of them SQLite has read since.
+// candidate is a ref a watch checks (or a fetching scan's ref): the table
+// leaves the leaf's entries name by it, and how many of them SQLite has
+// read since.
 type candidate struct {
 	ref
 	want     map[int64]bool
@@ -207,11 +213,19 @@ const (
 // treeBatch is the table leaves one leaf of a scan names (and, fetched in
 // the background, that leaf itself).
 type treeBatch struct {
-	leaf  int64   // the scan's leaf
-	list  []int64 // pages it added to held
-	done  chan struct{}
+	leaf  int64          // the scan's leaf
+	list  []int64        // pages it added to held
+	kept  bool           // in batches
 	pages map[int64]bool // for a background fetch: what it will hold (set once the leaf is read)
+
+	// A background fetch's: done closes when it ends, leafDone once the
+	// leaf is held (or could not be read).
+	done, leafDone chan struct{}
+	leafOnce       sync.Once
 }
+
+// leafReady closes b.leafDone, once.
+func (b *treeBatch) leafReady() { b.leafOnce.Do(func() { close(b.leafDone) }) }
 
 type heldLeaf struct {
 	data  []byte
@@ -228,7 +242,7 @@ func newTreeAhead(ctx context.Context, p Pages, src PageLister, cacheKiB int) *t
 	if cacheKiB <= 0 {
 		cacheKiB = defaultCacheKiB
 	}
-	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
+	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, byLeaf: map[int64]*treeBatch{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
 }
 
 // take copies page n into p if it is held (or being fetched in the
@@ -236,31 +250,45 @@ func newTreeAhead(ctx context.Context, p Pages, src PageLister, cacheKiB int) *t
 // newer batches push its batch out.
 func (t *treeAhead) take(ctx context.Context, n int64, p []byte) bool {
 	t.mu.Lock()
-	if h, ok := t.held[n]; ok {
-		copy(p, h.data)
-		if !h.read {
-			h.read = true
-			t.held[n] = h
-		}
+	if t.copyHeldLocked(n, p) {
 		t.mu.Unlock()
 		return true
 	}
-	var a *treeBatch
+	var wait chan struct{}
 	for _, b := range t.ahead {
-		if b.leaf == n || b.pages[n] {
-			a = b
+		switch {
+		case b.leaf == n:
+			wait = b.leafDone
+		case b.pages[n]:
+			wait = b.done
 		}
 	}
 	t.mu.Unlock()
-	if a == nil {
+	if wait == nil {
 		return false
 	}
 	select {
-	case <-a.done:
+	case <-wait:
 	case <-ctx.Done():
 		return false
 	}
-	return t.take(ctx, n, p)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.copyHeldLocked(n, p)
+}
+
+// copyHeldLocked copies page n into p if it is held.
+func (t *treeAhead) copyHeldLocked(n int64, p []byte) bool {
+	h, ok := t.held[n]
+	if !ok {
+		return false
+	}
+	copy(p, h.data)
+	if !h.read {
+		h.read = true
+		t.held[n] = h
+	}
+	return true
 }
 
 // idle reports whether the database has no B-tree to scan ahead of or no
@@ -270,9 +298,10 @@ func (t *treeAhead) idle() bool {
 	return t.ready.Load() && (len(t.trees) == 0 || len(t.targets) == 0)
 }
 
-// saw notes that connection cs read page n (its bytes p): a table leaf
-// counts for a watched scan; a leaf may be a scan's next step.
-func (t *treeAhead) saw(n int64, p []byte, cs *connScans) {
+// saw notes that connection cs read page n (its bytes p) for a read whose
+// context is ctx: a table leaf counts for a watched scan; a leaf may be a
+// scan's next step.
+func (t *treeAhead) saw(ctx context.Context, n int64, p []byte, cs *connScans) {
 	kind := btree.KindOf(p, n)
 	if kind != btree.TableLeaf && kind != btree.IndexLeaf {
 		return
@@ -282,11 +311,17 @@ func (t *treeAhead) saw(n int64, p []byte, cs *connScans) {
 		t.recent.add(n)
 		t.mu.Unlock()
 		for _, sp := range cs.byTree { // a few B-trees, few watched
+			if sp.cands == nil {
+				continue
+			}
 			for _, c := range sp.cands {
 				if c.want[n] {
 					c.seen++
 					delete(c.want, n)
 				}
+			}
+			if sp.reads--; sp.reads <= 0 {
+				sp.cands = nil // the scan left off: what follows is not its
 			}
 		}
 	}
@@ -317,12 +352,12 @@ func (t *treeAhead) saw(n int64, p []byte, cs *connScans) {
 		sp = &scanProgress{last: -1}
 		cs.byTree[pos.ix] = sp
 	}
-	t.step(t.trees[pos.ix], pos, p, sp, cs)
+	t.step(ctx, t.trees[pos.ix], pos, p, sp)
 }
 
-// step is connection cs's read of leaf pos (its bytes p) of tree tr, its
-// scan of which is sp.
-func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, cs *connScans) {
+// step is a connection's read of leaf pos (its bytes p) of tree tr, its
+// scan of which is sp, for a read whose context is ctx.
+func (t *treeAhead) step(ctx context.Context, tr *scanTree, pos leafPos, p []byte, sp *scanProgress) {
 	dir := pos.ord - sp.last
 	scanning := sp.last >= 0 && (dir == 1 || dir == -1) && (sp.state == scanNew || dir == sp.dir)
 	sp.last, sp.dir = pos.ord, dir
@@ -332,6 +367,11 @@ func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, 
 		return
 	}
 	leaf := tr.leaves[pos.ord]
+	pg, err := btree.Parse(p, leaf, t.usable)
+	if err != nil {
+		sp.state, sp.cands = scanOff, nil
+		return
+	}
 	switch sp.state {
 	case scanNew:
 		if sp.ref != nil {
@@ -341,58 +381,77 @@ func (t *treeAhead) step(tr *scanTree, pos leafPos, p []byte, sp *scanProgress, 
 		}
 		// A scan reads this leaf whole: watch whether SQLite reads the
 		// table leaves its entries may name.
-		sp.state, sp.cands = scanWatching, t.candidates(leaf, p)
-		if len(sp.cands) == 0 {
+		sp.state = scanWatching
+		t.watch(sp, t.candidates(pg))
+		if sp.cands == nil {
 			sp.state = scanOff
-			return
 		}
 		return
 	case scanWatching:
-		sp.state, sp.ref = scanOff, judge(sp.cands)
+		sp.state, sp.ref, sp.acc = scanOff, judge(sp.cands), candidate{}
 		if sp.ref != nil {
 			sp.state = scanFetching
 		}
-		sp.cands = nil
 	case scanFetching:
-		// SQLite should have read some of the table leaves the previous
-		// leaf named, and more than a few of those not read lately nor
-		// taken from what is held (those are likely in its cache), if
-		// they are not too few to say.
-		if c := sp.cands; len(c) == 1 && stale(c[0]) {
-			sp.state, sp.ref = scanOff, nil
+		// SQLite should have read some of the table leaves the leaves
+		// before named, and more than a few of those not read lately nor
+		// taken from what is held (those are likely in its cache): added
+		// up over leaves until they are not too few to say.
+		if len(sp.cands) == 1 {
+			c := sp.cands[0]
+			sp.acc.n, sp.acc.seen, sp.acc.uncached = sp.acc.n+c.n, sp.acc.seen+c.seen, sp.acc.uncached+c.uncached
 		}
-		sp.cands = nil
+		if sp.acc.n >= minJudged {
+			if stale(&sp.acc) {
+				sp.state, sp.ref = scanOff, nil
+			}
+			sp.acc = candidate{}
+		}
 	}
+	sp.cands = nil
 	if sp.state != scanFetching {
 		return
 	}
-	// Count SQLite's reads of the table leaves this leaf names: the next
+	// Count SQLite's reads of the table leaves this leaf names: a later
 	// step judges.
-	if pg, err := btree.Parse(p, leaf, t.usable); err == nil {
-		if named, err := t.refLeaves(*sp.ref, pg); err == nil {
-			c := &candidate{ref: *sp.ref, want: make(map[int64]bool, len(named)), n: len(named)}
-			t.mu.Lock()
-			for _, n := range named {
-				c.want[n] = true
-				if !t.recent.has(n) && !t.held[n].read {
-					c.uncached++
-				}
-			}
-			t.mu.Unlock()
-			sp.cands = []*candidate{c}
+	named, err := t.refLeaves(*sp.ref, pg)
+	if err != nil {
+		return
+	}
+	c := &candidate{ref: *sp.ref, want: make(map[int64]bool, len(named)), n: len(named)}
+	t.mu.Lock()
+	for _, n := range named {
+		c.want[n] = true
+		if !t.recent.has(n) && !t.held[n].read {
+			c.uncached++
 		}
 	}
-	t.mu.Lock()
-	have := t.batchOfLocked(leaf) != nil
+	have := t.byLeaf[leaf] != nil
 	t.mu.Unlock()
+	t.watch(sp, []*candidate{c})
 	if !have {
-		t.fetch(t.ctx, *sp.ref, leaf, p, nil)
+		t.fetch(ctx, leaf, p, named, nil)
 	}
 	for i := int32(1); i <= stepsAhead; i++ {
 		if next := pos.ord + i*dir; next >= 0 && int(next) < len(tr.leaves) {
 			t.fetchAhead(*sp.ref, tr.leaves[next])
 		}
 	}
+}
+
+// watch counts SQLite's reads of the table leaves cands name for scan
+// sp, for as many table leaf reads of its connection as a leaf's worth
+// of lookups may take (nil: none to count).
+func (t *treeAhead) watch(sp *scanProgress, cands []*candidate) {
+	if len(cands) == 0 {
+		sp.cands = nil
+		return
+	}
+	most := 0
+	for _, c := range cands {
+		most = max(most, c.n)
+	}
+	sp.cands, sp.reads = cands, 4*most+64
 }
 
 // judge returns the ref of the watched candidate SQLite read the most
@@ -411,42 +470,35 @@ func judge(cands []*candidate) *ref {
 }
 
 // stale reports whether SQLite left unread most of what a fetching
-// scan's leaf named: none of them, or under an eighth of those that were
-// likely not in its cache (a guess: its cache holds more than what was
-// read lately, most of a table not much larger than it).
+// scan's leaves named (c, their counts added up): none of them, or under
+// an eighth of those that were likely not in its cache (a guess: its
+// cache holds more than what was read lately, most of a table not much
+// larger than it).
 func stale(c *candidate) bool {
 	return c.n >= minJudged && c.seen == 0 || c.uncached >= minJudged && 8*c.seen < c.uncached
-}
-
-// batchOfLocked returns the batch of leaf leaf, if one is held or being
-// fetched.
-func (t *treeAhead) batchOfLocked(leaf int64) *treeBatch {
-	for _, bs := range [][]*treeBatch{t.ahead, t.batches} {
-		for _, b := range bs {
-			if b.leaf == leaf {
-				return b
-			}
-		}
-	}
-	return nil
 }
 
 // fetchAhead fetches leaf leaf and the table leaves its entries name by r
 // in the background, unless it is held or being fetched already.
 func (t *treeAhead) fetchAhead(r ref, leaf int64) {
 	t.mu.Lock()
-	if len(t.ahead) >= maxAhead || t.batchOfLocked(leaf) != nil {
+	if len(t.ahead) >= maxAhead || t.byLeaf[leaf] != nil {
 		t.mu.Unlock()
 		return
 	}
-	b := &treeBatch{leaf: leaf, done: make(chan struct{})}
+	b := &treeBatch{leaf: leaf, done: make(chan struct{}), leafDone: make(chan struct{})}
 	t.ahead = append(t.ahead, b)
+	t.byLeaf[leaf] = b
 	t.mu.Unlock()
 	go func() {
 		defer func() {
+			b.leafReady()
 			t.mu.Lock()
 			if i := slices.Index(t.ahead, b); i >= 0 {
 				t.ahead = slices.Delete(t.ahead, i, i+1)
+			}
+			if !b.kept && t.byLeaf[leaf] == b {
+				delete(t.byLeaf, leaf)
 			}
 			t.mu.Unlock()
 			close(b.done)
@@ -455,36 +507,40 @@ func (t *treeAhead) fetchAhead(r ref, leaf int64) {
 		if err := t.src.ReadPageList(t.ctx, []int64{leaf}, [][]byte{page}); err != nil {
 			return
 		}
-		t.fetch(t.ctx, r, leaf, page, b)
+		pg, err := btree.Parse(page, leaf, t.usable)
+		if err != nil {
+			return
+		}
+		named, err := t.refLeaves(r, pg)
+		if err != nil {
+			return
+		}
+		t.fetch(t.ctx, leaf, page, named, b)
 	}()
 }
 
-// fetch reads the table leaves leaf leaf (its bytes p) names by r that
-// are neither held nor read lately, with one ReadPageList call, and holds
-// them as batch b (a new one if nil; a background fetch holds the leaf
-// too).
-func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *treeBatch) {
-	pg, err := btree.Parse(p, leaf, t.usable)
-	if err != nil {
-		return
-	}
-	want, err := t.refLeaves(r, pg)
-	if err != nil {
-		return
-	}
+// fetch reads the table leaves named (those leaf leaf, its bytes p,
+// names) that are neither held nor read lately, with one ReadPageList
+// call, and holds them as batch b: a new one if nil, else a background
+// fetch's, which holds the leaf too, from the start (SQLite may read it
+// while its table leaves are on their way; a read of one of those waits
+// for the batch).
+func (t *treeAhead) fetch(ctx context.Context, leaf int64, p []byte, named []int64, b *treeBatch) {
 	t.mu.Lock()
-	ns := want[:0]
-	for _, n := range want {
-		if _, ok := t.held[n]; !ok && !t.recent.has(n) {
+	var ns []int64
+	for _, n := range named {
+		if _, ok := t.held[n]; !ok && !t.recent.has(n) && (b == nil || n != leaf) {
 			ns = append(ns, n)
 		}
 	}
 	if b == nil {
+		if len(ns) == 0 {
+			t.mu.Unlock()
+			return
+		}
 		b = &treeBatch{leaf: leaf}
+		t.byLeaf[leaf] = b
 	} else {
-		// Fetched ahead: the leaf is held too, from now on (SQLite may
-		// read it while its table leaves are on their way; a read of
-		// one of those waits for the batch).
 		b.pages = make(map[int64]bool, len(ns))
 		for _, n := range ns {
 			b.pages[n] = true
@@ -492,6 +548,9 @@ func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *t
 		t.held[leaf] = heldLeaf{data: p, batch: b}
 	}
 	t.mu.Unlock()
+	if b.leafDone != nil {
+		b.leafReady()
+	}
 	ps := t.pages.PageSize()
 	buf := make([]byte, len(ns)*ps)
 	bufs := make([][]byte, len(ns))
@@ -503,6 +562,9 @@ func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *t
 			t.mu.Lock()
 			if h, ok := t.held[leaf]; ok && h.batch == b {
 				delete(t.held, leaf) // never in batches: nothing else would drop it
+			}
+			if t.byLeaf[leaf] == b {
+				delete(t.byLeaf, leaf)
 			}
 			t.mu.Unlock()
 			return
@@ -517,6 +579,7 @@ func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *t
 		t.held[n] = heldLeaf{data: bufs[i], batch: b}
 	}
 	b.list = append(b.list, ns...)
+	b.kept = true
 	t.batches = append(t.batches, b)
 	t.nheld += len(b.list)
 	for t.nheld*t.pages.PageSize() > maxHeldBytes && len(t.batches) > 1 {
@@ -528,6 +591,9 @@ func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *t
 				delete(t.held, n)
 			}
 		}
+		if t.byLeaf[old.leaf] == old {
+			delete(t.byLeaf, old.leaf)
+		}
 	}
 }
 
@@ -537,43 +603,28 @@ func (t *treeAhead) fetch(ctx context.Context, r ref, leaf int64, p []byte, b *t
 // rowid (at colRowid); keyed by column.
 func entryValues(pg btree.Page) (map[int][]int64, error) {
 	out := map[int][]int64{}
-	add := func(r btree.Record) {
-		n, err := r.Len()
-		if err != nil {
-			return // a header past the page: nothing to read of this entry
-		}
-		for i := range n {
-			if i >= maxRefColumns && i < n-1 {
-				continue
-			}
-			if v, err := r.Column(i); err == nil {
-				if x, ok := v.(int64); ok {
-					out[i] = append(out[i], x)
-				}
-			}
+	add := func(i, n int, v int64) {
+		if i < maxRefColumns || i == n-1 {
+			out[i] = append(out[i], v)
 		}
 	}
 	if pg.Kind() == btree.TableLeaf {
 		return out, pg.TableRows(func(rowid int64, r btree.Record) error {
 			out[colRowid] = append(out[colRowid], rowid)
-			add(r)
+			r.Ints(add) // a record cut at the page gives what is on it
 			return nil
 		})
 	}
 	return out, pg.IndexRecords(func(r btree.Record) error {
-		add(r)
+		r.Ints(add)
 		return nil
 	})
 }
 
-// candidates returns the refs a watch of leaf leaf (its bytes p) checks:
-// each column of its entries with integer values, into each rowid table,
-// with the table leaves it names there (at least two).
-func (t *treeAhead) candidates(leaf int64, p []byte) []*candidate {
-	pg, err := btree.Parse(p, leaf, t.usable)
-	if err != nil {
-		return nil
-	}
+// candidates returns the refs a watch of leaf page pg checks: each column
+// of its entries with integer values, into each rowid table, with the
+// table leaves it names there (at least two).
+func (t *treeAhead) candidates(pg btree.Page) []*candidate {
 	vals, err := entryValues(pg)
 	if err != nil {
 		return nil

@@ -267,6 +267,56 @@ func TestJoinAhead(t *testing.T) {
 	}
 }
 
+// TestJoinAheadStops: a scan whose leaves each name only a few table
+// leaves (a child table clustered by its parent's id), learned by a join,
+// stops fetching on the connection's next scan of it that looks nothing
+// up: the few leaves each names are added up until there are enough to
+// judge.
+func TestJoinAheadStops(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clustered.sqlite")
+	db0, err := sql.Open(DriverName, "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		`CREATE TABLE p(id INTEGER PRIMARY KEY, pad TEXT)`,
+		`CREATE TABLE c(id INTEGER PRIMARY KEY, pid INT, pad TEXT)`,
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 20000) INSERT INTO p SELECT i, printf('%0150d', i) FROM n`,
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 40000) INSERT INTO c SELECT i, 1 + i / 2, printf('%030d', i) FROM n`,
+	} {
+		if _, err := db0.Exec(s); err != nil {
+			t.Fatal(s, err)
+		}
+	}
+	db0.Close()
+	plain := openPlain(t, path)
+	c := &listCounter{rangeCounter: rangeCounter{FilePages: filePages(t, path)}}
+	name, db := register(t, c, &Options{ReadAhead: 16, CacheKiB: 200})
+	db.SetMaxOpenConns(1)
+	treeOf(t, name).waitReady(t, db, `SELECT count(pad) FROM p`)
+	run := func(q string) (lists, listed int64) {
+		t.Helper()
+		l0, n0 := c.lists.Load(), c.listed.Load()
+		want, _ := result(t, plain, q)
+		if got, _ := result(t, db, q); got != want {
+			t.Fatalf("%s: results differ from the file's", q)
+		}
+		return c.lists.Load() - l0, c.listed.Load() - n0
+	}
+	lists, listed := run(`SELECT c.id, length(p.pad) FROM c CROSS JOIN p ON p.id = c.pid WHERE c.id >= 10000 LIMIT 8000`)
+	t.Logf("join: %d list reads of %d pages", lists, listed)
+	if lists < 10 {
+		t.Fatalf("join: %d list reads: nothing fetched ahead, nothing to stop", lists)
+	}
+	lists, listed = run(`SELECT sum(pid) FROM c WHERE id >= 2000`)
+	t.Logf("scan that looks nothing up: %d list reads of %d pages", lists, listed)
+	// It scans about 380 leaves; fetching for each would be two list
+	// reads a leaf.
+	if lists > 40 {
+		t.Errorf("scan that looks nothing up: %d list reads of %d pages: it did not stop", lists, listed)
+	}
+}
+
 // TestTreeAheadIdle: a database with no rowid table of more than one
 // leaf (here only WITHOUT ROWID tables) has no row a scan could look up:
 // once its schema is read, every read is left to the sequential

@@ -182,6 +182,15 @@ func TestAgainstSQLite(t *testing.T) {
 				return err
 			}
 			gotRows = append(gotRows, fmt.Sprint(a, "|", b))
+			var ints []int64
+			if err := r.Ints(func(i, n int, v int64) {
+				if i != 1 || n != 2 {
+					t.Errorf("Ints: value %d of %d, want the second of 2", i, n)
+				}
+				ints = append(ints, v)
+			}); err != nil || len(ints) != 1 || ints[0] != b {
+				return fmt.Errorf("Ints: %v, %v; want [%v]", ints, err, b)
+			}
 			return nil
 		})
 		if err != nil {
@@ -290,6 +299,7 @@ func TestMalformed(t *testing.T) {
 			for i := range n + 1 { // and one past the last
 				r.Column(i)
 			}
+			r.Ints(func(int, int, int64) {})
 			return nil
 		}
 		p.TableRows(func(_ int64, r btree.Record) error { return values(r) })

@@ -26,6 +26,43 @@ func (r Record) Len() (int, error) {
 	return len(types), err
 }
 
+// Ints calls fn with the position i and value v of each integer value
+// of the record, in order, and the number of values n; it stops at the
+// end of the page's part of a spilled record (ErrSpilled).
+func (r Record) Ints(fn func(i, n int, v int64)) error {
+	types, body, err := r.header()
+	if err != nil {
+		return err
+	}
+	for i, t := range types {
+		size := serialSize(t)
+		if size > r.end-body {
+			return ErrSpilled
+		}
+		switch {
+		case t >= 1 && t <= 6:
+			fn(i, len(types), intValue(r.b[body:body+size]))
+		case t == 8, t == 9:
+			fn(i, len(types), int64(t-8))
+		}
+		body += size
+	}
+	return nil
+}
+
+// intValue decodes a big-endian two's-complement integer of 1 to 8 bytes.
+func intValue(v []byte) int64 {
+	var x int64
+	for i, c := range v {
+		if i == 0 {
+			x = int64(int8(c)) // sign-extend from the top byte
+		} else {
+			x = x<<8 | int64(c)
+		}
+	}
+	return x
+}
+
 // Column returns value i of the record: nil (NULL), int64, float64,
 // string (text) or []byte (a blob; it shares the page's bytes). A value
 // past the record's last is an error; one past the page's part of a
@@ -126,15 +163,7 @@ func (r Record) value(t uint64, at int) (any, error) {
 	case t == 0:
 		return nil, nil
 	case t <= 6:
-		var x int64
-		for i, c := range v {
-			if i == 0 {
-				x = int64(int8(c)) // sign-extend from the top byte
-			} else {
-				x = x<<8 | int64(c)
-			}
-		}
-		return x, nil
+		return intValue(v), nil
 	case t == 7:
 		return math.Float64frombits(binary.BigEndian.Uint64(v)), nil
 	case t == 8:
