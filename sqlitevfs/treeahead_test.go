@@ -267,28 +267,36 @@ func TestJoinAhead(t *testing.T) {
 	}
 }
 
+// execDB writes a database named name in a temporary directory with
+// stmts and returns its path.
+func execDB(t *testing.T, name string, stmts ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	db, err := sql.Open(DriverName, "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(s, err)
+		}
+	}
+	return path
+}
+
 // TestJoinAheadStops: a scan whose leaves each name only a few table
 // leaves (a child table clustered by its parent's id), learned by a join,
 // stops fetching on the connection's next scan of it that looks nothing
 // up: the few leaves each names are added up until there are enough to
 // judge.
 func TestJoinAheadStops(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "clustered.sqlite")
-	db0, err := sql.Open(DriverName, "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{
+	path := execDB(t, "clustered.sqlite",
 		`CREATE TABLE p(id INTEGER PRIMARY KEY, pad TEXT)`,
 		`CREATE TABLE c(id INTEGER PRIMARY KEY, pid INT, pad TEXT)`,
 		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 20000) INSERT INTO p SELECT i, printf('%0150d', i) FROM n`,
 		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 40000) INSERT INTO c SELECT i, 1 + i / 2, printf('%030d', i) FROM n`,
-	} {
-		if _, err := db0.Exec(s); err != nil {
-			t.Fatal(s, err)
-		}
-	}
-	db0.Close()
+	)
 	plain := openPlain(t, path)
 	c := &listCounter{rangeCounter: rangeCounter{FilePages: filePages(t, path)}}
 	name, db := register(t, c, &Options{ReadAhead: 16, CacheKiB: 200})
@@ -322,23 +330,13 @@ func TestJoinAheadStops(t *testing.T) {
 // once its schema is read, every read is left to the sequential
 // read-ahead.
 func TestTreeAheadIdle(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "norowid.sqlite")
-	db, err := sql.Open(DriverName, "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{
+	path := execDB(t, "norowid.sqlite",
 		`CREATE TABLE w(a INTEGER PRIMARY KEY, b INT, c TEXT) WITHOUT ROWID`,
 		`CREATE INDEX w_b ON w(b)`,
 		`CREATE TABLE small(x INTEGER PRIMARY KEY, y INT)`, // one leaf
 		`INSERT INTO small VALUES(1, 1)`,
 		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 5000) INSERT INTO w SELECT i, i % 97, printf('%0100d', i) FROM n`,
-	} {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatal(s, err)
-		}
-	}
-	db.Close()
+	)
 
 	c := &listCounter{rangeCounter: rangeCounter{FilePages: filePages(t, path)}}
 	name, vdb := register(t, c, nil)
