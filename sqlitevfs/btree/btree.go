@@ -264,25 +264,7 @@ func (p Page) IndexRecords(fn func(r Record) error) error {
 	if p.kind != IndexLeaf {
 		return p.errorf("records of a page of kind 0x%02x, not an index leaf", byte(p.kind))
 	}
-	for i := 0; i < p.cells; i++ {
-		off, err := p.cell(i)
-		if err != nil {
-			return err
-		}
-		size, w, err := p.varint(off)
-		if err != nil {
-			return err
-		}
-		start := off + w
-		local := p.local(int64(size), false)
-		if start+local > p.usable {
-			return p.errorf("cell %d: record past the page's end", i)
-		}
-		if err := fn(Record{b: p.b[:p.usable], off: start, end: start + local, spilled: uint64(local) < size}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p.leafCells(func(_ int64, r Record) error { return fn(r) })
 }
 
 // TableRows calls fn with the rowid and the local part of the record of
@@ -293,6 +275,15 @@ func (p Page) TableRows(fn func(rowid int64, r Record) error) error {
 	if p.kind != TableLeaf {
 		return p.errorf("rows of a page of kind 0x%02x, not a table leaf", byte(p.kind))
 	}
+	return p.leafCells(fn)
+}
+
+// leafCells calls fn with each cell of a leaf page, in order: a table
+// leaf's rowid (0 on an index leaf) and the local part of its record.
+// A leaf cell is the payload's size, a table leaf's rowid, then the
+// payload (its first part, if it spills onto overflow pages).
+func (p Page) leafCells(fn func(rowid int64, r Record) error) error {
+	table := p.kind == TableLeaf
 	for i := 0; i < p.cells; i++ {
 		off, err := p.cell(i)
 		if err != nil {
@@ -302,16 +293,20 @@ func (p Page) TableRows(fn func(rowid int64, r Record) error) error {
 		if err != nil {
 			return err
 		}
-		rowid, w2, err := p.varint(off + w)
-		if err != nil {
-			return err
+		start := off + w
+		var rowid uint64
+		if table {
+			var w2 int
+			if rowid, w2, err = p.varint(start); err != nil {
+				return err
+			}
+			start += w2
 		}
-		start := off + w + w2
-		local := p.local(int64(size), true)
+		local := p.local(int64(size), table)
 		if start+local > p.usable {
 			return p.errorf("cell %d: record past the page's end", i)
 		}
-		if err := fn(int64(rowid), Record{b: p.b, off: start, end: start + local, spilled: uint64(local) < size}); err != nil {
+		if err := fn(int64(rowid), Record{b: p.b[:p.usable], off: start, end: start + local, spilled: uint64(local) < size}); err != nil {
 			return err
 		}
 	}
