@@ -19,6 +19,9 @@ const (
 	// fetches in the background: a leaf's fetch (the leaf, then its
 	// table leaves: two requests) overlaps SQLite's work on those before.
 	stepsAhead = 2
+	// maxLeafRun is the most leaves a scan that looks nothing up fetches
+	// ahead in key order at once (leafAhead).
+	maxLeafRun = 64
 	// maxAhead is how many fetches ahead run at once.
 	maxAhead = 4
 	// maxBatchBytes caps the table leaves fetched for one scanned leaf
@@ -120,6 +123,11 @@ type scanProgress struct {
 	cands []*candidate // the rows the leaf read last may name, whose reads are counted: each candidate when watching, the ref's when fetching
 	reads int          // table leaf reads the connection may still make before cands are dropped (a scan left off)
 	acc   candidate    // fetching: counts of the leaves since the last judgement, added up
+
+	// A scan that looks nothing up: its last run of leaves fetched
+	// ahead in key order ends at ord runEnd and was runSize long (0:
+	// none yet).
+	runEnd, runSize int32
 }
 
 // ref is what a scanned B-tree's entries name: the value of column col of
@@ -363,7 +371,7 @@ func (t *treeAhead) step(ctx context.Context, tr *scanTree, pos leafPos, p []byt
 	sp.last, sp.dir = pos.ord, dir
 	if !scanning {
 		// Perhaps a scan's start, somewhere inside this leaf.
-		sp.state, sp.cands = scanNew, nil
+		sp.state, sp.cands, sp.runSize = scanNew, nil, 0
 		return
 	}
 	leaf := tr.leaves[pos.ord]
@@ -386,6 +394,7 @@ func (t *treeAhead) step(ctx context.Context, tr *scanTree, pos leafPos, p []byt
 		if sp.cands == nil {
 			sp.state = scanOff
 		}
+		t.leafAhead(tr, pos, sp)
 		return
 	case scanWatching:
 		sp.state, sp.ref, sp.acc = scanOff, judge(sp.cands), candidate{}
@@ -410,6 +419,9 @@ func (t *treeAhead) step(ctx context.Context, tr *scanTree, pos leafPos, p []byt
 	}
 	sp.cands = nil
 	if sp.state != scanFetching {
+		if sp.state == scanOff {
+			t.leafAhead(tr, pos, sp)
+		}
 		return
 	}
 	// Count SQLite's reads of the table leaves this leaf names: a later
@@ -575,6 +587,12 @@ func (t *treeAhead) fetch(ctx context.Context, leaf int64, p []byte, named []int
 	if b.pages != nil {
 		b.list = append(b.list, leaf)
 	}
+	t.keepLocked(b, ns, bufs)
+}
+
+// keepLocked holds pages ns (their bytes bufs) as batch b, and lets the
+// oldest batches go beyond maxHeldBytes.
+func (t *treeAhead) keepLocked(b *treeBatch, ns []int64, bufs [][]byte) {
 	for i, n := range ns {
 		t.held[n] = heldLeaf{data: bufs[i], batch: b}
 	}
@@ -595,6 +613,94 @@ func (t *treeAhead) fetch(ctx context.Context, leaf int64, p []byte, named []int
 			delete(t.byLeaf, old.leaf)
 		}
 	}
+}
+
+// leafAhead fetches, for a scan that looks nothing up, the leaves of its
+// B-tree next in key order when they are not the next pages of the file
+// (a B-tree grown by inserts in no order: the sequential read-ahead finds
+// few of them): a run of them with one ReadPageList in the background,
+// 4 leaves, then twice the last run up to maxLeafRun, the next run once
+// SQLite is half way through the last (SQLite's reads of held pages do
+// not reach the sequential read-ahead: once started, runs go on to the
+// scan's end). pos is the leaf SQLite reads.
+func (t *treeAhead) leafAhead(tr *scanTree, pos leafPos, sp *scanProgress) {
+	dir := sp.dir
+	next := pos.ord + dir
+	if next < 0 || int(next) >= len(tr.leaves) {
+		return
+	}
+	if sp.runSize == 0 && tr.leaves[next] == tr.leaves[pos.ord]+int64(dir) {
+		return // the next page of the file: the sequential read-ahead's
+	}
+	start, size := next, int32(4)
+	if sp.runSize > 0 {
+		left := (sp.runEnd - pos.ord) * dir // leaves of the last run still ahead
+		if 2*left > sp.runSize {
+			return // SQLite is not half way through it yet
+		}
+		if left >= 0 {
+			start, size = sp.runEnd+dir, min(2*sp.runSize, maxLeafRun)
+		}
+	}
+	var ns []int64
+	end := start
+	for o := start; o >= 0 && int(o) < len(tr.leaves) && (o-start)*dir < size; o += dir {
+		ns, end = append(ns, tr.leaves[o]), o
+	}
+	if len(ns) == 0 {
+		return
+	}
+	t.mu.Lock()
+	if len(t.ahead) >= maxAhead {
+		t.mu.Unlock()
+		return
+	}
+	sp.runEnd, sp.runSize = end, size
+	want := ns[:0]
+	for _, n := range ns {
+		if _, ok := t.held[n]; !ok && !t.aheadHasLocked(n) {
+			want = append(want, n)
+		}
+	}
+	if len(want) == 0 {
+		t.mu.Unlock()
+		return
+	}
+	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want))}
+	for _, n := range want {
+		b.pages[n] = true
+	}
+	t.ahead = append(t.ahead, b)
+	t.mu.Unlock()
+	go func() {
+		ps := t.pages.PageSize()
+		buf := make([]byte, len(want)*ps)
+		bufs := make([][]byte, len(want))
+		for i := range bufs {
+			bufs[i] = buf[i*ps : (i+1)*ps]
+		}
+		err := t.src.ReadPageList(t.ctx, want, bufs)
+		t.mu.Lock()
+		if err == nil {
+			t.keepLocked(b, want, bufs)
+		}
+		if i := slices.Index(t.ahead, b); i >= 0 {
+			t.ahead = slices.Delete(t.ahead, i, i+1)
+		}
+		t.mu.Unlock()
+		close(b.done)
+	}()
+}
+
+// aheadHasLocked reports whether a fetch in the background will hold
+// page n.
+func (t *treeAhead) aheadHasLocked(n int64) bool {
+	for _, b := range t.ahead {
+		if b.leaf == n || b.pages[n] {
+			return true
+		}
+	}
+	return false
 }
 
 // entryValues returns, for each entry of leaf page pg in order, the
