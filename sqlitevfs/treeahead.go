@@ -40,7 +40,8 @@ const (
 // treeAhead fetches, for a scan whose rows name rows of a table, the
 // table leaves those rows will be looked up in, a whole leaf of the scan's
 // worth with one ReadPageList call, before SQLite asks for them one at a
-// time.
+// time; for a scan that looks nothing up, its own next leaves in key
+// order when they are not the file's next pages (leafAhead).
 //
 // Two kinds of query read that way. An index scan that is not covering
 // (SELECT * ... WHERE indexed > x) reads an index leaf, then for each of
