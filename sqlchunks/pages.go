@@ -207,8 +207,9 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 }
 
 // ForVFS returns p as the VFS should read it: when its pages come through
-// the reader, with ReadPageList too (a sqlitevfs.PageLister), so that an
-// index scan fetches the table leaves it will read in batches; when a
+// the reader, with ReadPageList too (a sqlitevfs.PageLister), so that a
+// scan fetches the leaves it will read (its own, or those it looks rows
+// up in) in batches; when a
 // page image (a same-host service's) is attached, as it is: a page read is
 // a local copy, and fetching ahead would only copy twice.
 func (p *Pages) ForVFS() sqlitevfs.Pages {

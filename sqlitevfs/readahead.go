@@ -151,14 +151,19 @@ func (ra *readAhead) fetch(ctx context.Context, first, n int64) (batch, error) {
 	ps := ra.PageSize()
 	n = min(n, ra.PageCount()-first+1)
 	b := batch{first: first, n: n, buf: make([]byte, n*int64(ps))}
-	bufs := make([][]byte, n)
-	for i := range bufs {
-		bufs[i] = b.buf[i*ps : (i+1)*ps]
-	}
-	if err := ra.src.ReadPages(ctx, first, bufs); err != nil {
+	if err := ra.src.ReadPages(ctx, first, pageBufs(b.buf, ps)); err != nil {
 		return batch{}, err
 	}
 	return b, nil
+}
+
+// pageBufs cuts buf into pages of ps bytes.
+func pageBufs(buf []byte, ps int) [][]byte {
+	bufs := make([][]byte, len(buf)/ps)
+	for i := range bufs {
+		bufs[i] = buf[i*ps : (i+1)*ps]
+	}
+	return bufs
 }
 
 // preloaded reports whether page n is one the pages hold in memory.

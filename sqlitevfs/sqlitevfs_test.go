@@ -28,6 +28,9 @@ var (
 	result  = sqltest.Result
 	scanAll = sqltest.ScanAll
 	queries = sqltest.Queries
+	// openPlain opens the file at path read-only with SQLite's own VFS:
+	// the reference the VFS's answers are compared with.
+	openPlain = sqltest.Plain
 )
 
 // filePages opens path as FilePages, closed at the end of the test.
@@ -43,19 +46,6 @@ func filePages(t testing.TB, path string) *FilePages {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// openPlain opens the file at path read-only with SQLite's own VFS, closed
-// at the end of the test: the reference the VFS's answers are compared
-// with.
-func openPlain(t testing.TB, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open(DriverName, "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 var nameSeq atomic.Int64

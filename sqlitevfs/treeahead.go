@@ -233,8 +233,12 @@ type treeBatch struct {
 	leafOnce       sync.Once
 }
 
-// leafReady closes b.leafDone, once.
-func (b *treeBatch) leafReady() { b.leafOnce.Do(func() { close(b.leafDone) }) }
+// leafReady closes b.leafDone (a background fetch of a leaf's), once.
+func (b *treeBatch) leafReady() {
+	if b.leafDone != nil {
+		b.leafOnce.Do(func() { close(b.leafDone) })
+	}
+}
 
 type heldLeaf struct {
 	data  []byte
@@ -504,18 +508,7 @@ func (t *treeAhead) fetchAhead(r ref, leaf int64) {
 	t.byLeaf[leaf] = b
 	t.mu.Unlock()
 	go func() {
-		defer func() {
-			b.leafReady()
-			t.mu.Lock()
-			if i := slices.Index(t.ahead, b); i >= 0 {
-				t.ahead = slices.Delete(t.ahead, i, i+1)
-			}
-			if !b.kept && t.byLeaf[leaf] == b {
-				delete(t.byLeaf, leaf)
-			}
-			t.mu.Unlock()
-			close(b.done)
-		}()
+		defer t.endAhead(b)
 		page := make([]byte, t.pages.PageSize())
 		if err := t.src.ReadPageList(t.ctx, []int64{leaf}, [][]byte{page}); err != nil {
 			return
@@ -530,6 +523,21 @@ func (t *treeAhead) fetchAhead(r ref, leaf int64) {
 		}
 		t.fetch(t.ctx, leaf, page, named, b)
 	}()
+}
+
+// endAhead ends background fetch b: it leaves ahead (and byLeaf, unless
+// it is held), and a read waiting for it goes on.
+func (t *treeAhead) endAhead(b *treeBatch) {
+	b.leafReady()
+	t.mu.Lock()
+	if i := slices.Index(t.ahead, b); i >= 0 {
+		t.ahead = slices.Delete(t.ahead, i, i+1)
+	}
+	if !b.kept && t.byLeaf[b.leaf] == b {
+		delete(t.byLeaf, b.leaf)
+	}
+	t.mu.Unlock()
+	close(b.done)
 }
 
 // fetch reads the table leaves named (those leaf leaf, its bytes p,
@@ -561,15 +569,8 @@ func (t *treeAhead) fetch(ctx context.Context, leaf int64, p []byte, named []int
 		t.held[leaf] = heldLeaf{data: p, batch: b}
 	}
 	t.mu.Unlock()
-	if b.leafDone != nil {
-		b.leafReady()
-	}
-	ps := t.pages.PageSize()
-	buf := make([]byte, len(ns)*ps)
-	bufs := make([][]byte, len(ns))
-	for i := range bufs {
-		bufs[i] = buf[i*ps : (i+1)*ps]
-	}
+	b.leafReady()
+	bufs := pageBufs(make([]byte, len(ns)*t.pages.PageSize()), t.pages.PageSize())
 	if len(ns) > 0 {
 		if err := t.src.ReadPageList(ctx, ns, bufs); err != nil {
 			t.mu.Lock()
@@ -674,22 +675,13 @@ func (t *treeAhead) leafAhead(tr *scanTree, pos leafPos, sp *scanProgress) {
 	t.ahead = append(t.ahead, b)
 	t.mu.Unlock()
 	go func() {
-		ps := t.pages.PageSize()
-		buf := make([]byte, len(want)*ps)
-		bufs := make([][]byte, len(want))
-		for i := range bufs {
-			bufs[i] = buf[i*ps : (i+1)*ps]
-		}
-		err := t.src.ReadPageList(t.ctx, want, bufs)
-		t.mu.Lock()
-		if err == nil {
+		defer t.endAhead(b)
+		bufs := pageBufs(make([]byte, len(want)*t.pages.PageSize()), t.pages.PageSize())
+		if t.src.ReadPageList(t.ctx, want, bufs) == nil {
+			t.mu.Lock()
 			t.keepLocked(b, want, bufs)
+			t.mu.Unlock()
 		}
-		if i := slices.Index(t.ahead, b); i >= 0 {
-			t.ahead = slices.Delete(t.ahead, i, i+1)
-		}
-		t.mu.Unlock()
-		close(b.done)
 	}()
 }
 
@@ -705,19 +697,18 @@ func (t *treeAhead) aheadHasLocked(n int64) bool {
 }
 
 // entryValues returns, for each entry of leaf page pg in order, the
-// integer values of its columns that may be references: the first
-// maxRefColumns and the last (an index entry's rowid), and a table row's
-// rowid (at colRowid); keyed by column.
-func entryValues(pg btree.Page) (map[int][]int64, error) {
+// integer values of its columns that keep(i, n) keeps (column i of n; a
+// table row's rowid is column colRowid), keyed by column.
+func entryValues(pg btree.Page, keep func(i, n int) bool) (map[int][]int64, error) {
 	out := map[int][]int64{}
 	add := func(i, n int, v int64) {
-		if i < maxRefColumns || i == n-1 {
+		if keep(i, n) {
 			out[i] = append(out[i], v)
 		}
 	}
 	if pg.Kind() == btree.TableLeaf {
 		return out, pg.TableRows(func(rowid int64, r btree.Record) error {
-			out[colRowid] = append(out[colRowid], rowid)
+			add(colRowid, 0, rowid)
 			r.Ints(add) // a record cut at the page gives what is on it
 			return nil
 		})
@@ -732,7 +723,9 @@ func entryValues(pg btree.Page) (map[int][]int64, error) {
 // of its entries with integer values, into each rowid table, with the
 // table leaves it names there (at least two).
 func (t *treeAhead) candidates(pg btree.Page) []*candidate {
-	vals, err := entryValues(pg)
+	// The columns that may be references: the first maxRefColumns, the
+	// last (an index entry's rowid), a table row's rowid.
+	vals, err := entryValues(pg, func(i, n int) bool { return i < maxRefColumns || i == n-1 })
 	if err != nil {
 		return nil
 	}
@@ -757,7 +750,7 @@ func (t *treeAhead) candidates(pg btree.Page) []*candidate {
 // r, distinct, at most maxBatchBytes of them, in the order the entries
 // name them.
 func (t *treeAhead) refLeaves(r ref, pg btree.Page) ([]int64, error) {
-	vals, err := entryValues(pg)
+	vals, err := entryValues(pg, func(i, _ int) bool { return i == r.col })
 	if err != nil {
 		return nil, err
 	}

@@ -215,8 +215,8 @@ func TestRecordsAgainstSQLite(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = p.IndexRecords(func(r btree.Record) error {
-			if n, err := r.Len(); err != nil || n != 2 {
-				return fmt.Errorf("a record of %d values (%v), want 2", n, err)
+			if v, err := r.Column(2); err == nil {
+				return fmt.Errorf("a third value %v in a record of 2", v)
 			}
 			a, err := r.Column(0)
 			if err != nil {
@@ -306,9 +306,10 @@ func TestMalformed(t *testing.T) {
 		p.TableKeys()
 		p.IndexRowids()
 		values := func(r btree.Record) error {
-			n, _ := r.Len()
-			for i := range n + 1 { // and one past the last
-				r.Column(i)
+			for i := 0; i < 1<<10; i++ { // up to one past the last
+				if _, err := r.Column(i); err != nil && !errors.Is(err, btree.ErrSpilled) {
+					break
+				}
 			}
 			r.Ints(func(int, int, int64) {})
 			return nil

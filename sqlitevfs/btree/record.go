@@ -20,12 +20,6 @@ type Record struct {
 	spilled  bool // the rest is on overflow pages
 }
 
-// Len returns the number of values in the record.
-func (r Record) Len() (int, error) {
-	types, _, err := r.header()
-	return len(types), err
-}
-
 // Ints calls fn with the position i and value v of each integer value
 // of the record, in order, and the number of values n; it stops at the
 // end of the page's part of a spilled record (ErrSpilled).
