@@ -85,13 +85,14 @@ func (ra *readAhead) readPageOn(ctx context.Context, n int64, p []byte, cs *conn
 	if ra.tree == nil || ra.tree.idle() {
 		return ra.readPage(ctx, n, p)
 	}
-	if !ra.tree.take(ctx, n, p) {
+	took := ra.tree.take(ctx, n, p)
+	if !took {
 		if err := ra.readPage(ctx, n, p); err != nil {
 			return err
 		}
 	}
 	if cs != nil {
-		ra.tree.saw(ctx, n, p, cs)
+		ra.tree.saw(ctx, n, p, took, cs)
 	}
 	return nil
 }

@@ -95,6 +95,7 @@ type treeAhead struct {
 	leafOf   map[int64]leafPos // a scanned B-tree's leaf → its tree and place in it
 	trees    []*scanTree       // B-trees a scan may step through
 	targets  []rowTable        // rowid tables their rows may name
+	targetOf map[int32]int     // a rowid table's tree → its index in targets
 
 	nodes sync.Map // table interior page → *tableNode
 
@@ -105,6 +106,7 @@ type treeAhead struct {
 	nheld   int                  // pages of batches still held
 	ahead   []*treeBatch         // background fetches of next leaves
 	recent  recentLeaves
+	follows map[followPair]*followStats
 }
 
 // connScans is how the scans of one connection (one SQLite file handle,
@@ -113,6 +115,9 @@ type treeAhead struct {
 type connScans struct {
 	byTree map[int32]*scanProgress
 	leaves int // leaves read before the B-trees were known
+
+	seen [followLeaves]seenLeaf // the leaves read last (follow), a ring
+	si   int                    // where the next goes
 }
 
 // scanProgress is how a connection's scan of one B-tree is going.
@@ -226,6 +231,8 @@ type treeBatch struct {
 	list  []int64        // pages it added to held
 	kept  bool           // in batches
 	pages map[int64]bool // for a background fetch: what it will hold (set once the leaf is read)
+	// follow, for a group's fetch (follow), counts SQLite's reads of it.
+	follow *followStats
 
 	// A background fetch's: done closes when it ends, leafDone once the
 	// leaf is held (or could not be read).
@@ -255,7 +262,7 @@ func newTreeAhead(ctx context.Context, p Pages, src PageLister, cacheKiB int) *t
 	if cacheKiB <= 0 {
 		cacheKiB = defaultCacheKiB
 	}
-	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, byLeaf: map[int64]*treeBatch{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
+	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, byLeaf: map[int64]*treeBatch{}, follows: map[followPair]*followStats{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
 }
 
 // take copies page n into p if it is held (or being fetched in the
@@ -300,6 +307,9 @@ func (t *treeAhead) copyHeldLocked(n int64, p []byte) bool {
 	if !h.read {
 		h.read = true
 		t.held[n] = h
+		if st := h.batch.follow; st != nil {
+			st.taken++
+		}
 	}
 	return true
 }
@@ -311,10 +321,10 @@ func (t *treeAhead) idle() bool {
 	return t.ready.Load() && (len(t.trees) == 0 || len(t.targets) == 0)
 }
 
-// saw notes that connection cs read page n (its bytes p) for a read whose
-// context is ctx: a table leaf counts for a watched scan; a leaf may be a
-// scan's next step.
-func (t *treeAhead) saw(ctx context.Context, n int64, p []byte, cs *connScans) {
+// saw notes that connection cs read page n (its bytes p; took: from what
+// is held) for a read whose context is ctx: a table leaf counts for a
+// watched scan; a leaf may be a scan's next step, or a lookup to follow.
+func (t *treeAhead) saw(ctx context.Context, n int64, p []byte, took bool, cs *connScans) {
 	kind := btree.KindOf(p, n)
 	if kind != btree.TableLeaf && kind != btree.IndexLeaf {
 		return
@@ -357,6 +367,10 @@ func (t *treeAhead) saw(ctx context.Context, n int64, p []byte, cs *connScans) {
 	if !ok {
 		return
 	}
+	if ti, ok := t.targetOf[pos.ix]; ok && !took {
+		t.follow(cs, pos.ix, ti, n, p)
+	}
+	cs.remember(n, pos.ix, p)
 	sp := cs.byTree[pos.ix]
 	if sp == nil {
 		if cs.byTree == nil {
@@ -664,16 +678,21 @@ func (t *treeAhead) leafAhead(tr *scanTree, pos leafPos, sp *scanProgress) {
 			want = append(want, n)
 		}
 	}
-	if len(want) == 0 {
-		t.mu.Unlock()
-		return
+	if len(want) > 0 {
+		t.listAheadLocked(want, nil)
 	}
-	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want))}
+	t.mu.Unlock()
+}
+
+// listAheadLocked fetches pages want with one ReadPageList in the
+// background and holds them as one batch (follow: its counts, for a
+// group's fetch).
+func (t *treeAhead) listAheadLocked(want []int64, follow *followStats) {
+	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want)), follow: follow}
 	for _, n := range want {
 		b.pages[n] = true
 	}
 	t.ahead = append(t.ahead, b)
-	t.mu.Unlock()
 	go func() {
 		defer t.endAhead(b)
 		bufs := pageBufs(make([]byte, len(want)*t.pages.PageSize()), t.pages.PageSize())
@@ -706,15 +725,12 @@ func entryValues(pg btree.Page, keep func(i, n int) bool) (map[int][]int64, erro
 			out[i] = append(out[i], v)
 		}
 	}
-	if pg.Kind() == btree.TableLeaf {
-		return out, pg.TableRows(func(rowid int64, r btree.Record) error {
+	table := pg.Kind() == btree.TableLeaf
+	return out, pg.Entries(func(rowid int64, r btree.Record) error {
+		if table {
 			add(colRowid, 0, rowid)
-			r.Ints(add) // a record cut at the page gives what is on it
-			return nil
-		})
-	}
-	return out, pg.IndexRecords(func(r btree.Record) error {
-		r.Ints(add)
+		}
+		r.Ints(add) // a record cut at the page gives what is on it
 		return nil
 	})
 }
@@ -865,5 +881,14 @@ func (t *treeAhead) init() {
 	// The largest tables: references into small ones find their leaves
 	// in SQLite's cache.
 	slices.SortStableFunc(targets, func(a, b rowTable) int { return b.leaves - a.leaves })
-	t.leafOf, t.trees, t.targets = leafOf, trees, targets[:min(len(targets), maxTargets)]
+	targets = targets[:min(len(targets), maxTargets)]
+	targetOf := map[int32]int{}
+	for ti, tb := range targets {
+		for ix, tr := range trees {
+			if tr.root == tb.root {
+				targetOf[int32(ix)] = ti
+			}
+		}
+	}
+	t.leafOf, t.trees, t.targets, t.targetOf = leafOf, trees, targets, targetOf
 }

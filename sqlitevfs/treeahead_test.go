@@ -15,12 +15,20 @@ import (
 	"time"
 )
 
-// listCounter is a rangeCounter that is a PageLister too.
+// listCounter is a rangeCounter that is a PageLister too, and records
+// the pages it reads.
 type listCounter struct {
 	rangeCounter
 	lists, listed atomic.Int64
 	mu            sync.Mutex
-	list          []int64 // the pages listed, in order
+	list, single  []int64 // the pages listed and read one at a time, in order
+}
+
+func (c *listCounter) ReadPage(ctx context.Context, n int64, p []byte) error {
+	c.mu.Lock()
+	c.single = append(c.single, n)
+	c.mu.Unlock()
+	return c.rangeCounter.ReadPage(ctx, n, p)
 }
 
 func (c *listCounter) ReadPageList(ctx context.Context, ns []int64, ps [][]byte) error {
@@ -40,14 +48,27 @@ func (c *listCounter) ReadPageList(ctx context.Context, ns []int64, ps [][]byte)
 // listedOf returns how many of the pages listed after the first from are
 // leaves of tr.
 func (c *listCounter) listedOf(from int64, tr *scanTree) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return leavesAmong(c.list[from:], tr)
+}
+
+// singlesOf returns how many of the pages read one at a time after the
+// first from are leaves of tr.
+func (c *listCounter) singlesOf(from int, tr *scanTree) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return leavesAmong(c.single[from:], tr)
+}
+
+// leavesAmong returns how many of pages are leaves of tr.
+func leavesAmong(pages []int64, tr *scanTree) int64 {
 	leaves := map[int64]bool{}
 	for _, l := range tr.leaves {
 		leaves[l] = true
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var n int64
-	for _, p := range c.list[from:] {
+	for _, p := range pages {
 		if leaves[p] {
 			n++
 		}

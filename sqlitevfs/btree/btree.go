@@ -264,7 +264,7 @@ func (p Page) IndexRecords(fn func(r Record) error) error {
 	if p.kind != IndexLeaf {
 		return p.errorf("records of a page of kind 0x%02x, not an index leaf", byte(p.kind))
 	}
-	return p.leafCells(func(_ int64, r Record) error { return fn(r) })
+	return p.Entries(func(_ int64, r Record) error { return fn(r) })
 }
 
 // TableRows calls fn with the rowid and the local part of the record of
@@ -275,14 +275,50 @@ func (p Page) TableRows(fn func(rowid int64, r Record) error) error {
 	if p.kind != TableLeaf {
 		return p.errorf("rows of a page of kind 0x%02x, not a table leaf", byte(p.kind))
 	}
-	return p.leafCells(fn)
+	return p.Entries(fn)
 }
 
-// leafCells calls fn with each cell of a leaf page, in order: a table
-// leaf's rowid (0 on an index leaf) and the local part of its record.
-// A leaf cell is the payload's size, a table leaf's rowid, then the
-// payload (its first part, if it spills onto overflow pages).
-func (p Page) leafCells(fn func(rowid int64, r Record) error) error {
+// RowidSpan returns the rowids of a table leaf's first and last cells:
+// the leaf holds no row outside [lo, hi] (its B-tree's keys are in order).
+func (p Page) RowidSpan() (lo, hi int64, err error) {
+	if p.kind != TableLeaf || p.cells == 0 {
+		return 0, 0, p.errorf("rowid span of a page of kind 0x%02x with %d cells, not a table leaf with rows", byte(p.kind), p.cells)
+	}
+	if lo, err = p.rowidAt(0); err != nil {
+		return 0, 0, err
+	}
+	if hi, err = p.rowidAt(p.cells - 1); err != nil {
+		return 0, 0, err
+	}
+	if hi < lo {
+		return 0, 0, p.errorf("rowids out of order: %d before %d", lo, hi)
+	}
+	return lo, hi, nil
+}
+
+// rowidAt returns the rowid of a table leaf's cell i: after the payload's
+// size.
+func (p Page) rowidAt(i int) (int64, error) {
+	off, err := p.cell(i)
+	if err != nil {
+		return 0, err
+	}
+	_, w, err := p.varint(off)
+	if err != nil {
+		return 0, err
+	}
+	rowid, _, err := p.varint(off + w)
+	return int64(rowid), err
+}
+
+// Entries calls fn with each cell of a leaf page of either kind, in
+// order: a table leaf's rowid (0 on an index leaf) and the local part of
+// its record. A leaf cell is the payload's size, a table leaf's rowid,
+// then the payload (its first part, if it spills onto overflow pages).
+func (p Page) Entries(fn func(rowid int64, r Record) error) error {
+	if p.kind != TableLeaf && p.kind != IndexLeaf {
+		return p.errorf("entries of a page of kind 0x%02x, not a leaf", byte(p.kind))
+	}
 	table := p.kind == TableLeaf
 	for i := 0; i < p.cells; i++ {
 		off, err := p.cell(i)

@@ -177,7 +177,12 @@ func TestAgainstSQLite(t *testing.T) {
 		b, _ := read(n)
 		p, _ := btree.Parse(b, n, usable)
 		found := false
+		var first, last int64
 		p.TableRows(func(rowid int64, r btree.Record) error {
+			if first == 0 {
+				first = rowid
+			}
+			last = rowid
 			if rowid == id {
 				found = true
 				if v, err := r.Column(0); err != nil || v != nil { // the INTEGER PRIMARY KEY is stored as NULL
@@ -188,6 +193,10 @@ func TestAgainstSQLite(t *testing.T) {
 		})
 		if !found {
 			t.Fatalf("rowid %d not on leaf %d", id, n)
+		}
+		// Its span is its first and last rows' rowids.
+		if lo, hi, err := p.RowidSpan(); err != nil || lo != first || hi != last {
+			t.Fatalf("leaf %d: RowidSpan %d-%d, %v; its rows run %d-%d", n, lo, hi, err, first, last)
 		}
 	}
 }
@@ -316,6 +325,9 @@ func TestMalformed(t *testing.T) {
 		}
 		p.TableRows(func(_ int64, r btree.Record) error { return values(r) })
 		p.IndexRecords(values)
+		if _, _, err := p.RowidSpan(); err != nil && !errors.Is(err, btree.ErrMalformed) {
+			t.Fatalf("page %d: RowidSpan: %v, not ErrMalformed", n, err)
+		}
 		mutated := func(m int64) ([]byte, error) {
 			if m == n {
 				return b, nil

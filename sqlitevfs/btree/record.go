@@ -22,22 +22,34 @@ type Record struct {
 
 // Ints calls fn with the position i and value v of each integer value
 // of the record, in order, and the number of values n; it stops at the
-// end of the page's part of a spilled record (ErrSpilled).
+// end of the page's part of a spilled record (ErrSpilled). It allocates
+// nothing: the scans that call it read every entry of a leaf.
 func (r Record) Ints(fn func(i, n int, v int64)) error {
-	types, body, err := r.header()
+	at, body, err := r.bounds()
 	if err != nil {
 		return err
 	}
-	for i, t := range types {
+	hdr := r.b[:body]
+	n := 0
+	for a := at; a < len(hdr); n++ {
+		_, tw := Varint(hdr, a)
+		if tw == 0 {
+			return errors.New("btree: serial type past the record header's end")
+		}
+		a += tw
+	}
+	for i := 0; at < len(hdr); i++ {
+		t, tw := Varint(hdr, at)
+		at += tw
 		size := serialSize(t)
 		if size > r.end-body {
 			return ErrSpilled
 		}
 		switch {
 		case t >= 1 && t <= 6:
-			fn(i, len(types), intValue(r.b[body:body+size]))
+			fn(i, n, intValue(r.b[body:body+size]))
 		case t == 8, t == 9:
-			fn(i, len(types), int64(t-8))
+			fn(i, n, int64(t-8))
 		}
 		body += size
 	}
@@ -100,27 +112,36 @@ func (r Record) valueAfter(types []uint64, i, body int) (any, error) {
 // header returns the record's serial types and the offset of its first
 // value.
 func (r Record) header() ([]uint64, int, error) {
-	if r.off < 0 || r.off > r.end || r.end > len(r.b) {
-		return nil, 0, errors.New("btree: record past the page's end")
-	}
-	b := r.b[:r.end]
-	size, w := Varint(b, r.off)
-	if w == 0 || int(size) < w {
-		return nil, 0, errors.New("btree: malformed record header size")
-	}
-	if size > uint64(r.end-r.off) {
-		return nil, 0, ErrSpilled // a header longer than the page's part of the record
+	at, body, err := r.bounds()
+	if err != nil {
+		return nil, 0, err
 	}
 	var types []uint64
-	for at := r.off + w; at < r.off+int(size); {
-		t, tw := Varint(b[:r.off+int(size)], at)
+	for at < body {
+		t, tw := Varint(r.b[:body], at)
 		if tw == 0 {
 			return nil, 0, errors.New("btree: serial type past the record header's end")
 		}
 		types = append(types, t)
 		at += tw
 	}
-	return types, r.off + int(size), nil
+	return types, body, nil
+}
+
+// bounds returns the offsets of the record header's first serial type
+// and of the record's first value (the header's end).
+func (r Record) bounds() (at, body int, err error) {
+	if r.off < 0 || r.off > r.end || r.end > len(r.b) {
+		return 0, 0, errors.New("btree: record past the page's end")
+	}
+	size, w := Varint(r.b[:r.end], r.off)
+	if w == 0 || int(size) < w {
+		return 0, 0, errors.New("btree: malformed record header size")
+	}
+	if size > uint64(r.end-r.off) {
+		return 0, 0, ErrSpilled // a header longer than the page's part of the record
+	}
+	return r.off + w, r.off + int(size), nil
 }
 
 // serialSize is the size of a value of serial type t, capped at
