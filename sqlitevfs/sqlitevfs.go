@@ -33,7 +33,9 @@
 // PageLister, a scan that looks each row up in a table (an index scan that
 // is not covering, a nested-loop join on a primary key) has the table
 // leaves each scanned leaf names fetched with one request, before SQLite
-// reads them (package btree reads the pages for that). The VFS
+// reads them, and a join that looks up a few rows per key has the rest of
+// a key's table leaves fetched once it reads the first (package btree
+// reads the pages for that). The VFS
 // offers SQLite no memory mapping (its file methods are version 1, without
 // xFetch), so PRAGMA mmap_size has no effect and there is nothing to turn
 // off.
