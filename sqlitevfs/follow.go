@@ -19,6 +19,10 @@ const (
 	maxFollowMatches = 4
 	// maxFollow is the most table leaves one follow fetches.
 	maxFollow = 64
+	// maxFollowCells is the most entries of a leaf follow decodes (a
+	// 4 KiB index leaf of small integers holds about 450): it bounds what
+	// a connection keeps of its last leaves.
+	maxFollowCells = 4096
 )
 
 // Judging a way of following (a followPair), over its last lookups: after
@@ -122,6 +126,9 @@ func (s *seenLeaf) decode(usable int) {
 		return
 	}
 	cells := pg.Cells()
+	if cells > maxFollowCells {
+		return
+	}
 	if cap(s.vals) < slots*cells {
 		s.vals = make([]int64, slots*cells)
 	}
