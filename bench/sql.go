@@ -312,7 +312,7 @@ func sqlTiers(rep *Report, queries []sqlQuery, results sqlResults) string {
 	allSplits := map[string]*tierSplit{}
 	var t strings.Builder
 	t.WriteString("What each path's client read, and from where (the last run; client.Stats). Pages read are SQLite's page-cache misses, through the VFS.\n\n")
-	t.WriteString("| query | path | wall time | pages read |" + strings.TrimPrefix(tierTableHeader, "| pages read per op |") + " service requests | store reads | store bytes read |\n")
+	t.WriteString("| query | path | wall time | pages read |" + strings.TrimPrefix(tierTableHeader, "| pages read per op | service requests per op |") + " service requests | store reads | store bytes read |\n")
 	t.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, q := range queries {
 		for _, p := range sqlPaths {
@@ -328,7 +328,9 @@ func sqlTiers(rep *Report, queries []sqlQuery, results sqlResults) string {
 			}
 			allSplits[p.name].merge(&sp)
 			cells := sp.row(p.name == pathLocal)
-			cells = cells[strings.Index(cells, "|")+1:] // drop pages per op: one op
+			for range 2 { // drop pages and requests per op: one op, whose requests end the row
+				cells = cells[strings.Index(cells, "|")+1:]
+			}
 			st := last.stats
 			svcReq, stReq, stBytes := "–", "–", "–"
 			if p.name != pathLocal {

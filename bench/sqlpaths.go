@@ -392,6 +392,7 @@ func waitImage(ctx context.Context, ds *sqlDataset, url, cacheDir string, limit 
 type tierSplit struct {
 	ops        int64
 	pageReads  int64 // pages SQLite read through the VFS (its cache misses)
+	svcReqs    int64 // requests the client made to the service (a batch is one)
 	mem        int64 // the client's memory tier
 	svcMem     int64 // the service, from its memory
 	svcDisk    int64 // the service, from a file on its disk
@@ -407,6 +408,7 @@ type tierSplit struct {
 func (t *tierSplit) add(st client.Stats, pages, ops int64) {
 	t.ops += ops
 	t.pageReads += pages
+	t.svcReqs += st.Service.Requests
 	t.mem += st.Memory.Chunks
 	t.svcMem += st.ServiceTiers.Memory
 	t.svcDisk += st.ServiceTiers.Disk
@@ -440,14 +442,14 @@ func (t tierSplit) perOp(x int64) string {
 	return strconv.FormatFloat(float64(x)/float64(t.ops), 'f', 2, 64)
 }
 
-const tierTableHeader = "| pages read per op | client memory | service memory | service disk | service partial | service → store | same-host image | same-host files | store | hedged | service errors |"
+const tierTableHeader = "| pages read per op | service requests per op | client memory | service memory | service disk | service partial | service → store | same-host image | same-host files | store | hedged | service errors |"
 
 // row renders the tier table's cells (after the leading columns).
 func (t tierSplit) row(local bool) string {
 	if local {
-		return fmt.Sprintf(" %s | – | – | – | – | – | – | – | – | – | – |", t.perOp(t.pageReads))
+		return fmt.Sprintf(" %s | – | – | – | – | – | – | – | – | – | – | – |", t.perOp(t.pageReads))
 	}
-	return fmt.Sprintf(" %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |", t.perOp(t.pageReads),
+	return fmt.Sprintf(" %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |", t.perOp(t.pageReads), t.perOp(t.svcReqs),
 		t.pct(t.mem), t.pct(t.svcMem), t.pct(t.svcDisk), t.pct(t.svcPartial), t.pct(t.svcStore), t.pct(t.image), t.pct(t.local), t.pct(t.store), t.hedged, t.svcErrors)
 }
 
@@ -455,6 +457,7 @@ func (t tierSplit) row(local bool) string {
 func (t *tierSplit) merge(o *tierSplit) {
 	t.ops += o.ops
 	t.pageReads += o.pageReads
+	t.svcReqs += o.svcReqs
 	t.mem += o.mem
 	t.svcMem += o.svcMem
 	t.svcDisk += o.svcDisk
@@ -506,6 +509,9 @@ func setHitRatios(rep *Report, paths []string, byPath map[string]*tierSplit) {
 func (t tierSplit) metrics(rep *Report, cs, path string, threads int) {
 	if t.ops > 0 {
 		rep.Metric(cs, path, threads, "page_reads_per_op", float64(t.pageReads)/float64(t.ops))
+		if path != pathLocal {
+			rep.Metric(cs, path, threads, "service_requests_per_op", float64(t.svcReqs)/float64(t.ops))
+		}
 	}
 	c := float64(t.chunks())
 	if c == 0 {

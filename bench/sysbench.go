@@ -306,8 +306,8 @@ func reportSysbench(rep *Report, rig *sqlRig, tests []sbTest, m *sqlRuns) {
 	rep.Section("Statements", sysbenchStatements(tests))
 
 	var w strings.Builder
-	w.WriteString("Per event, summed over the measured parts of all runs: pages SQLite read through the VFS (its page-cache misses) and, for the chunkd paths, which tier served them (client.Stats).\n\n")
-	w.WriteString("| test | path " + tierTableHeader + "\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w.WriteString("Per event, summed over the measured parts of all runs: pages SQLite read through the VFS (its page-cache misses) and, for the chunkd paths, the requests the client made to the service (a list or run of pages fetched ahead is one) and which tier served the pages (client.Stats).\n\n")
+	w.WriteString("| test | path " + tierTableHeader + "\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	m.pagesTable(&w, keys, func(k caseKey) string { return fmt.Sprintf("| %s | %s |", k.cs, k.path) })
 	rep.Section("Where the pages came from", w.String())
 	var cached []string

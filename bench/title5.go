@@ -222,8 +222,8 @@ func reportTitle5(rep *Report, rig *sqlRig, threads []int, m *sqlRuns) {
 
 	m.setHitRatios(rig.pathNames())
 	var w strings.Builder
-	w.WriteString("Per transaction, summed over the measured parts of all runs: pages the connections' SQLite caches missed (read through the VFS), and for the chunkd paths the share of those pages each tier served (client.Stats; the service's tier as it reported it).\n\n")
-	w.WriteString("| path | threads " + tierTableHeader + "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w.WriteString("Per transaction, summed over the measured parts of all runs: pages the connections' SQLite caches missed (read through the VFS), and for the chunkd paths the requests the client made to the service (a list or run of pages fetched ahead is one) and the share of those pages each tier served (client.Stats; the service's tier as it reported it).\n\n")
+	w.WriteString("| path | threads " + tierTableHeader + "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	m.pagesTable(&w, keys, func(k caseKey) string { return fmt.Sprintf("| %s | %d |", k.path, k.threads) })
 	rep.Section("Where the pages came from", w.String())
 	rep.Notef("The clients and the service share this machine's %d cores; with more threads than cores the latencies include waiting for a CPU, on every path.", rep.Env.Cores)
