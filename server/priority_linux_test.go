@@ -62,13 +62,16 @@ func TestInBackground(t *testing.T) {
 }
 
 // A thread kept in the background longer than its idle time goes from
-// SCHED_IDLE to nice 19, which has a share of a busy host's cores.
+// SCHED_IDLE to nice 19, which has a share of a busy host's cores. The
+// kernel sets the policy, then the nice value, and /proc reads them
+// without a lock: a read between the two finds SCHED_NORMAL at nice 0,
+// so the test waits for both.
 func TestInBackgroundRaised(t *testing.T) {
 	var nice, policy int
 	inBackgroundFor(func() {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			if nice, policy = threadPriority(t); policy != unix.SCHED_IDLE || time.Now().After(deadline) {
+			if nice, policy = threadPriority(t); policy == unix.SCHED_NORMAL && nice == 19 || time.Now().After(deadline) {
 				return
 			}
 			time.Sleep(time.Millisecond)
