@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"slices"
 
 	"github.com/chunkd/chunkd/sqlitevfs/btree"
 )
@@ -68,14 +67,15 @@ type followPair struct {
 }
 
 // followStats judges a way of following: since the last judgement, the
-// looks into its leaves, those that found a group naming other leaves
-// than the lookup's (a leaf whose groups name only the lookup's leaf, as
-// an index on the column its table is clustered by does, is decoded for
-// nothing), the pages it fetched and those SQLite read; and the lookups
-// it still passes over.
+// looks into its leaves, those that found a group naming leaves to fetch
+// (a leaf whose groups name only the lookup's leaf, as an index on the
+// column its table is clustered by does, or only leaves held already, is
+// decoded for nothing), the pages it fetched and those SQLite read; and
+// the lookups it still passes over.
 type followStats struct {
 	probes, fruitful int
 	fetched, taken   int
+	inflight         int // its fetches not ended: the pages fetched are judged once none is
 	pause            int
 }
 
@@ -269,14 +269,16 @@ func (t *treeAhead) follow(cs *connScans, tree int32, ti int, n int64, p []byte)
 		if err != nil {
 			return
 		}
-		fruitful := slices.ContainsFunc(leaves, func(l int64) bool { return l != n })
 		t.mu.Lock()
 		st := t.follows[pair]
-		if st.probes++; fruitful {
+		want := t.toFetchLocked(leaves, n)
+		if st.probes++; len(want) > 0 {
 			st.fruitful++
 		}
-		if found && fruitful {
-			t.fetchGroupLocked(st, leaves, n)
+		if found && len(want) > 0 && len(t.ahead) < maxAhead {
+			st.fetched += len(want)
+			st.inflight++
+			t.listAheadLocked(want, st)
 		}
 		t.mu.Unlock()
 		if found {
@@ -306,7 +308,7 @@ func (t *treeAhead) probe(pair followPair) bool {
 		}
 		st.probes, st.fruitful = 0, 0
 	}
-	if st.fetched >= followJudged {
+	if st.fetched >= followJudged && st.inflight == 0 {
 		if 4*st.taken < st.fetched {
 			st.pause = followPause
 		}
@@ -315,21 +317,16 @@ func (t *treeAhead) probe(pair followPair) bool {
 	return st.pause == 0
 }
 
-// fetchGroupLocked fetches in the background the table leaves a group
-// names, but for leaf n (read already) and those held, on their way or
-// read lately.
-func (t *treeAhead) fetchGroupLocked(st *followStats, leaves []int64, n int64) {
-	if len(t.ahead) >= maxAhead {
-		return
-	}
+// toFetchLocked returns the leaves of a group that a fetch would get: but
+// for leaf n (read already) and those held, on their way or read lately;
+// at most maxFollow. A group that names none (a hot table's leaves, all
+// held) is no reason to decode a leaf.
+func (t *treeAhead) toFetchLocked(leaves []int64, n int64) []int64 {
 	want := leaves[:0]
 	for _, l := range leaves {
 		if _, held := t.held[l]; l != n && !held && !t.aheadHasLocked(l) && !t.recent.has(l) && len(want) < maxFollow {
 			want = append(want, l)
 		}
 	}
-	if len(want) > 0 {
-		st.fetched += len(want)
-		t.listAheadLocked(want, st)
-	}
+	return want
 }

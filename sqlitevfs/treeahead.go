@@ -547,6 +547,9 @@ func (t *treeAhead) endAhead(b *treeBatch) {
 	if i := slices.Index(t.ahead, b); i >= 0 {
 		t.ahead = slices.Delete(t.ahead, i, i+1)
 	}
+	if b.follow != nil {
+		b.follow.inflight--
+	}
 	if !b.kept && t.byLeaf[b.leaf] == b {
 		delete(t.byLeaf, b.leaf)
 	}
