@@ -12,18 +12,23 @@ import (
 // with one list, where it read each alone; the results are the file's.
 // A filter that lets one row of each key through (the rest of the group
 // is never read) stops being followed once it has fetched followJudged
-// pages.
+// pages; a key whose rows sit in one leaf of big (h: consecutive ids) is
+// looked into pairProbes times, then passed over.
 func TestFollowGroup(t *testing.T) {
 	path := execDB(t, "groups.sqlite",
 		`CREATE TABLE big(id INTEGER PRIMARY KEY, pad TEXT)`,
 		`CREATE TABLE g(gid INT, ref INT, x TEXT)`,
 		`CREATE INDEX g_gid ON g(gid)`,
 		`CREATE TABLE p(gid INT, ord INT, ref INT, PRIMARY KEY(gid, ord)) WITHOUT ROWID`,
+		`CREATE TABLE h(gid INT, ref INT)`,
+		`CREATE INDEX h_gid ON h(gid)`,
 		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 100000) INSERT INTO big SELECT i, printf('%0150d', i) FROM n`,
 		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 16000)
 		 INSERT INTO g SELECT 1 + (i-1)/8, 1 + (i*7919) % 100000, CASE WHEN (i-1)%8 = 0 THEN 'first' ELSE 'rest' END FROM n`,
 		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 16000)
 		 INSERT INTO p SELECT 1 + (i-1)/8, (i-1)%8, 1 + (i*104729) % 100000 FROM n`,
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 16000)
+		 INSERT INTO h SELECT 1 + (i-1)/8, 1 + (((i-1)/8)*7919 % 12000)*8 + (i-1)%8 FROM n`,
 	)
 	plain := openPlain(t, path)
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -32,12 +37,13 @@ func TestFollowGroup(t *testing.T) {
 	// big's 4,000 leaves, and returns the reads of big's leaves, alone and
 	// listed.
 	const queries = 60
+	var ta *treeAhead // the last run's
 	run := func(q string) (singles, listed int64) {
 		t.Helper()
 		c := &listCounter{rangeCounter: rangeCounter{FilePages: filePages(t, path)}}
 		name, db := register(t, c, &Options{ReadAhead: 16, CacheKiB: 64})
 		db.SetMaxOpenConns(1)
-		ta := treeOf(t, name)
+		ta = treeOf(t, name)
 		ta.waitReady(t, db, `SELECT count(x) FROM g`) // not big's: a scan of it would hold its leaves
 		big := ta.tree(t, plain, "big")
 		c.mu.Lock()
@@ -74,4 +80,27 @@ func TestFollowGroup(t *testing.T) {
 	if listed > followJudged+maxFollow {
 		t.Errorf("filtered: %d pages listed of big in %d queries: following did not stop", listed, queries)
 	}
+
+	const clustered = `SELECT b.id, length(b.pad) FROM h JOIN big b ON b.id = h.ref WHERE h.gid = %d`
+	_, listed = run(clustered)
+	pair := followPair{tree: ta.ix(t, ta.tree(t, plain, "h")), table: ta.targetOf[ta.ix(t, ta.tree(t, plain, "big"))]}
+	ta.mu.Lock()
+	st := *ta.follows[pair]
+	ta.mu.Unlock()
+	t.Logf("clustered: %d pages listed of big in %d queries; h's leaves for big's lookups: %+v", listed, queries, st)
+	if st.pause == 0 || listed > maxFollow {
+		t.Errorf("clustered: %d pages listed, %+v: h's leaves, whose keys name one leaf of big, were not passed over", listed, st)
+	}
+}
+
+// ix returns tr's index in ta.trees.
+func (ta *treeAhead) ix(t *testing.T, tr *scanTree) int32 {
+	t.Helper()
+	for i, x := range ta.trees {
+		if x == tr {
+			return int32(i)
+		}
+	}
+	t.Fatal("no such B-tree")
+	return -1
 }
