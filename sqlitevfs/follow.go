@@ -103,6 +103,20 @@ const (
 	slots     = maxRefColumns + 2
 )
 
+// refSlot returns the slot of column i of an entry of n columns, if it
+// is one that may hold a reference (a watch's candidates and follow's
+// look at the same ones): the first maxRefColumns and the last (an index
+// entry's rowid).
+func refSlot(i, n int) (int, bool) {
+	switch {
+	case i < maxRefColumns:
+		return i, true
+	case i == n-1:
+		return slotLast, true
+	}
+	return 0, false
+}
+
 // remember keeps leaf n of tree tree (its bytes p) as the connection's
 // newest.
 func (cs *connScans) remember(n int64, tree int32, p []byte) {
@@ -144,11 +158,8 @@ func (s *seenLeaf) decode(usable int) {
 		s.vals[slot*cells+e] = v
 	}
 	add := func(i, n int, v int64) {
-		switch {
-		case i < maxRefColumns:
-			put(i, v)
-		case i == n-1:
-			put(slotLast, v)
+		if slot, ok := refSlot(i, n); ok {
+			put(slot, v)
 		}
 	}
 	table := pg.Kind() == btree.TableLeaf

@@ -744,7 +744,7 @@ func entryValues(pg btree.Page, keep func(i, n int) bool) (map[int][]int64, erro
 func (t *treeAhead) candidates(pg btree.Page) []*candidate {
 	// The columns that may be references: the first maxRefColumns, the
 	// last (an index entry's rowid), a table row's rowid.
-	vals, err := entryValues(pg, func(i, n int) bool { return i < maxRefColumns || i == n-1 })
+	vals, err := entryValues(pg, func(i, n int) bool { _, ok := refSlot(i, n); return ok })
 	if err != nil {
 		return nil
 	}
