@@ -140,6 +140,34 @@ func BenchmarkPageRead(b *testing.B) {
 			ratio(b, p50)
 		})
 	}
+	// A batch of random pages with one GetMany (the B-tree read-ahead's
+	// background fetches), through each HTTP path.
+	for _, tc := range []struct {
+		name string
+		c    *client.Client
+		n    int
+	}{{"getmany1-http", rig.cHTTP, 1}, {"getmany4-http", rig.cHTTP, 4}, {"getmany4-http-net", rig.cHTTPNet, 4}} {
+		b.Run(tc.name, func(b *testing.B) {
+			as := make([]addr.Addr, tc.n)
+			p50 := timeOps(b, func(rng *rand.Rand) error {
+				for i := range as {
+					as[i] = rig.pages[rng.IntN(len(rig.pages))]
+				}
+				got := 0
+				err := tc.c.GetMany(context.Background(), as, func(_ int, data []byte) error {
+					if got++; len(data) != 4096 {
+						return fmt.Errorf("got %d bytes", len(data))
+					}
+					return nil
+				})
+				if err == nil && got != tc.n {
+					err = fmt.Errorf("got %d of %d pages", got, tc.n)
+				}
+				return err
+			})
+			ratio(b, p50)
+		})
+	}
 	for _, tc := range []struct {
 		name string
 		db   *pageReadDB

@@ -97,7 +97,7 @@ type treeAhead struct {
 	targets  []rowTable        // rowid tables their rows may name
 	targetOf map[int32]int     // a rowid table's tree → its index in targets
 
-	nodes sync.Map // table interior page → *tableNode
+	nodes sync.Map // interior page → *tableNode
 
 	mu      sync.Mutex
 	held    map[int64]heldLeaf
@@ -107,6 +107,7 @@ type treeAhead struct {
 	ahead   []*treeBatch         // background fetches of next leaves
 	recent  recentLeaves
 	follows map[followPair]*followStats
+	related map[int32]*relatedStats // by the tree of the table looked up
 }
 
 // connScans is how the scans of one connection (one SQLite file handle,
@@ -118,6 +119,9 @@ type connScans struct {
 
 	seen [followLeaves]seenLeaf // the leaves read last (follow), a ring
 	si   int                    // where the next goes
+
+	lookups [connLookups]keyLookup // the last lookups watched for related trees' reads (related)
+	li      int                    // the oldest
 }
 
 // scanProgress is how a connection's scan of one B-tree is going.
@@ -206,6 +210,7 @@ type leafPos struct{ ix, ord int32 }
 type scanTree struct {
 	root   int64
 	leaves []int64 // in key order
+	depth  int     // interior levels
 }
 
 // rowTable is a rowid table: rows a scan's entries may name.
@@ -231,8 +236,10 @@ type treeBatch struct {
 	list  []int64        // pages it added to held
 	kept  bool           // in batches
 	pages map[int64]bool // for a background fetch: what it will hold (set once the leaf is read)
-	// follow, for a group's fetch (follow), counts SQLite's reads of it.
-	follow *followStats
+	// follow, for a group's fetch (follow), counts SQLite's reads of its
+	// first followed pages (the rest are related trees' leaves).
+	follow   *followStats
+	followed int
 
 	// A background fetch's: done closes when it ends, leafDone once the
 	// leaf is held (or could not be read).
@@ -248,12 +255,15 @@ func (b *treeBatch) leafReady() {
 }
 
 type heldLeaf struct {
-	data  []byte
-	batch *treeBatch
-	read  bool // taken at least once: likely in a reader's cache now
+	data    []byte
+	batch   *treeBatch
+	read    bool // taken at least once: likely in a reader's cache now
+	counted bool // a group's page: its first read counts for batch.follow
 }
 
-// tableNode is a decoded table interior page.
+// tableNode is a decoded interior page: its keys and children, for
+// btree.Step (a table's keys are rowids, an index's its entries' first
+// columns placed among integers).
 type tableNode struct{ keys, children []int64 }
 
 // newTreeAhead returns the B-tree read-ahead over p, whose
@@ -262,7 +272,7 @@ func newTreeAhead(ctx context.Context, p Pages, src PageLister, cacheKiB int) *t
 	if cacheKiB <= 0 {
 		cacheKiB = defaultCacheKiB
 	}
-	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, byLeaf: map[int64]*treeBatch{}, follows: map[followPair]*followStats{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
+	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, byLeaf: map[int64]*treeBatch{}, follows: map[followPair]*followStats{}, related: map[int32]*relatedStats{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
 }
 
 // take copies page n into p if it is held (or being fetched in the
@@ -307,7 +317,7 @@ func (t *treeAhead) copyHeldLocked(n int64, p []byte) bool {
 	if !h.read {
 		h.read = true
 		t.held[n] = h
-		if st := h.batch.follow; st != nil {
+		if st := h.batch.follow; st != nil && h.counted {
 			st.taken++
 		}
 	}
@@ -367,8 +377,9 @@ func (t *treeAhead) saw(ctx context.Context, n int64, p []byte, took bool, cs *c
 	if !ok {
 		return
 	}
-	if ti, ok := t.targetOf[pos.ix]; ok && !took {
-		t.follow(cs, pos.ix, ti, n, p)
+	t.watchLookups(cs, pos.ix, n, p)
+	if ti, ok := t.targetOf[pos.ix]; ok {
+		t.follow(cs, pos.ix, ti, n, p, took)
 	}
 	cs.remember(n, pos.ix, p)
 	sp := cs.byTree[pos.ix]
@@ -613,7 +624,7 @@ func (t *treeAhead) fetch(ctx context.Context, leaf int64, p []byte, named []int
 // oldest batches go beyond maxHeldBytes.
 func (t *treeAhead) keepLocked(b *treeBatch, ns []int64, bufs [][]byte) {
 	for i, n := range ns {
-		t.held[n] = heldLeaf{data: bufs[i], batch: b}
+		t.held[n] = heldLeaf{data: bufs[i], batch: b, counted: i < b.followed}
 	}
 	b.list = append(b.list, ns...)
 	b.kept = true
@@ -682,16 +693,19 @@ func (t *treeAhead) leafAhead(tr *scanTree, pos leafPos, sp *scanProgress) {
 		}
 	}
 	if len(want) > 0 {
-		t.listAheadLocked(want, nil)
+		t.listAheadLocked(want, nil, 0)
 	}
 	t.mu.Unlock()
 }
 
 // listAheadLocked fetches pages want with one ReadPageList in the
 // background and holds them as one batch (follow: its counts, for a
-// group's fetch).
-func (t *treeAhead) listAheadLocked(want []int64, follow *followStats) {
-	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want)), follow: follow}
+// group's fetch, of which the first followed pages are the group's).
+func (t *treeAhead) listAheadLocked(want []int64, follow *followStats, followed int) {
+	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want)), follow: follow, followed: followed}
+	if follow != nil {
+		follow.inflight++
+	}
 	for _, n := range want {
 		b.pages[n] = true
 	}
@@ -796,18 +810,26 @@ func (t *treeAhead) leavesOf(ti int, rowids []int64) ([]int64, error) {
 
 // tableLeaf returns the leaf of table tb that holds rowid.
 func (t *treeAhead) tableLeaf(tb *rowTable, rowid int64) (int64, error) {
-	n := tb.root
-	for range tb.depth {
+	return t.leafFor(tb.root, tb.depth, rowid)
+}
+
+// leafFor returns the leaf of the B-tree rooted at root, depth interior
+// levels deep, that holds rowid v (a table's) or where the entries whose
+// first column is v begin (an index's, a WITHOUT ROWID table's).
+func (t *treeAhead) leafFor(root int64, depth int, v int64) (int64, error) {
+	n := root
+	for range depth {
 		node, err := t.node(n)
 		if err != nil {
 			return 0, err
 		}
-		n = btree.Step(node.keys, node.children, rowid)
+		n = btree.Step(node.keys, node.children, v)
 	}
 	return n, nil
 }
 
-// node returns table interior page n decoded, reading it once.
+// node returns interior page n decoded (IndexKeys or TableKeys), reading
+// it once.
 func (t *treeAhead) node(n int64) (*tableNode, error) {
 	if v, ok := t.nodes.Load(n); ok {
 		return v.(*tableNode), nil
@@ -821,6 +843,9 @@ func (t *treeAhead) node(n int64) (*tableNode, error) {
 		return nil, err
 	}
 	keys, children, err := p.TableKeys()
+	if p.Kind() == btree.IndexInterior {
+		keys, children, err = p.IndexKeys()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -879,7 +904,7 @@ func (t *treeAhead) init() {
 		for i, l := range leaves {
 			leafOf[l] = leafPos{ix: int32(len(trees)), ord: int32(i)}
 		}
-		trees = append(trees, &scanTree{root: o.Root, leaves: leaves})
+		trees = append(trees, &scanTree{root: o.Root, leaves: leaves, depth: depth})
 	}
 	// The largest tables: references into small ones find their leaves
 	// in SQLite's cache.

@@ -192,3 +192,47 @@ func (r Record) value(t uint64, at int) (any, error) {
 	}
 	return string(v), nil
 }
+
+// FirstOrder places the record's first value among integers, in SQLite's
+// order of values: an integer is itself, NULL is below every integer, a
+// real is its floor (clamped), text and blobs are above every integer.
+// Entries whose first column is an integer key sort by it exactly; the
+// rest only as far as a guess of where to look needs.
+func (r Record) FirstOrder() (int64, error) {
+	at, body, err := r.bounds()
+	if err != nil {
+		return 0, err
+	}
+	if at >= body {
+		return 0, errors.New("btree: empty record")
+	}
+	t, tw := Varint(r.b[:body], at)
+	if tw == 0 {
+		return 0, errors.New("btree: serial type past the record header's end")
+	}
+	switch {
+	case t == 0:
+		return math.MinInt64, nil
+	case t >= 12:
+		return math.MaxInt64, nil
+	case t == 10, t == 11:
+		return 0, fmt.Errorf("btree: reserved serial type %d", t)
+	}
+	v, err := r.value(t, body)
+	if err != nil {
+		return 0, err
+	}
+	switch v := v.(type) {
+	case int64:
+		return v, nil
+	case float64:
+		switch {
+		case math.IsNaN(v) || v < math.MinInt64:
+			return math.MinInt64, nil
+		case v >= math.MaxInt64:
+			return math.MaxInt64, nil
+		}
+		return int64(math.Floor(v)), nil
+	}
+	return 0, fmt.Errorf("btree: first value of type %d", t)
+}
