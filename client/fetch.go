@@ -119,9 +119,10 @@ func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int
 		f.producers.Wait()
 	}()
 	defer context.AfterFunc(c.ctx, cancel)()
-	// Room for the service's and the store's last two items each: an
-	// inline service request (below) sends while no one receives.
-	items := make(chan item, min(n, 256)+4)
+	// Room for every item of an inline service request (below), which
+	// sends while no one receives, and of the store read a hedge starts
+	// meanwhile; else for the service's and the store's last two each.
+	items := make(chan item, 2*min(n, 256)+4)
 	f.send = func(it item) {
 		select {
 		case items <- it:
@@ -132,7 +133,7 @@ func (c *Client) fetchTiers(ctx context.Context, want []addr.Addr, local map[int
 	var timer *time.Timer
 	var hedge <-chan time.Time
 	switch {
-	case n == 1 && len(local) == 0 && c.svc != nil && c.svc.inline() && c.backoff.allow():
+	case n <= maxInline && len(local) == 0 && c.svc != nil && c.svc.inline() && c.backoff.allow():
 		f.askServiceInline()
 	case c.svc != nil && c.backoff.allow() && len(local) < n:
 		f.startService(local)
@@ -269,17 +270,26 @@ func (f *tierFetch) startService(local map[int]bool) {
 	f.producers.Go(func() { f.c.askService(f.ctx, f.want, ks, f.send) })
 }
 
-// askServiceInline asks the service for the one wanted chunk in the
-// calling goroutine, for a service whose get needs no other goroutine: a
-// page read from SQLite runs on a locked OS thread, where every hand-off
-// is a thread wake-up, so a service that answers within ServiceTimeout
-// costs none. A slower one is hedged as startService's is: a timer starts
-// the store read at ServiceTimeout, and a correct chunk from the store
-// ends the service request. Either way, the answers are in f's items for
-// the coordinator loop, as a producer's would be.
+// maxInline is the most chunks a fetch asks an inline service for in the
+// calling goroutine (a lean HTTP batch: pipelined GETs on one connection).
+const maxInline = leanPipelineMax
+
+// askServiceInline asks the service for the wanted chunks (at most
+// maxInline) in the calling goroutine, for a service whose get needs no
+// other goroutine: a page read from SQLite runs on a locked OS thread,
+// where every hand-off is a thread wake-up, so a service that answers
+// within ServiceTimeout costs none. A slower one is hedged as
+// startService's is: a timer starts the store read of every chunk at
+// ServiceTimeout, and the store's correct answers for all of them end the
+// service request. Either way, the answers are in f's items for the
+// coordinator loop, as a producer's would be.
 func (f *tierFetch) askServiceInline() {
 	c := f.c
-	f.chunks[0].svcWait = true
+	ks := make([]int, len(f.want))
+	for k := range ks {
+		ks[k] = k
+		f.chunks[k].svcWait = true
+	}
 	f.running++
 	sctx, cancelService := context.WithCancel(f.ctx)
 	defer cancelService()
@@ -293,11 +303,12 @@ func (f *tierFetch) askServiceInline() {
 				return
 			}
 			hedged = true
-			c.ctr.hedged.Add(1)
-			c.log.Debug("cache service is slow; asking the store too", "chunks", 1, "after", c.opts.ServiceTimeout)
+			c.ctr.hedged.Add(int64(len(ks)))
+			c.log.Debug("cache service is slow; asking the store too", "chunks", len(ks), "after", c.opts.ServiceTimeout)
 			f.producers.Go(func() {
-				c.askStore(f.ctx, f.want, []int{0}, func(it item) {
-					if it.ok {
+				var ok atomic.Int32 // the store's reads may answer from several goroutines
+				c.askStore(f.ctx, f.want, ks, func(it item) {
+					if it.ok && int(ok.Add(1)) == len(ks) {
 						cancelService() // the store won
 					}
 					f.send(it)
@@ -306,11 +317,13 @@ func (f *tierFetch) askServiceInline() {
 		})
 		defer t.Stop()
 	}
-	c.askService(sctx, f.want, []int{0}, f.send)
+	c.askService(sctx, f.want, ks, f.send)
 	mu.Lock()
 	returned = true
 	if hedged {
-		f.chunks[0].store = storeAsked
+		for _, k := range ks {
+			f.chunks[k].store = storeAsked
+		}
 		f.running++
 	}
 	mu.Unlock()

@@ -454,3 +454,94 @@ func TestLeanBody(t *testing.T) {
 		}
 	}
 }
+
+// chunkAnswers answers a GET of a chunk with its address as the body (404
+// for missing), and a POST of a batch with the frames of the same.
+func chunkAnswers(missing addr.Addr) func(int, *http.Request) string {
+	return func(_ int, req *http.Request) string {
+		if req.Method == http.MethodPost {
+			as, err := api.ReadAddresses(req.Body)
+			if err != nil {
+				return jsonError(400, err.Error())
+			}
+			var body bytes.Buffer
+			fw := api.NewFrameWriter(&body)
+			for i, a := range as {
+				if a == missing {
+					fw.WriteFrame(uint32(i), false, api.TierUnspecified, nil)
+				} else {
+					fw.WriteFrame(uint32(i), true, api.TierMemory, []byte(a.String()))
+				}
+			}
+			return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s", api.ContentTypeBinary, body.Len(), body.String())
+		}
+		a, err := addr.Parse(req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:])
+		if err != nil || a == missing {
+			return jsonError(404, "no such chunk")
+		}
+		return ok(a.String(), "memory")
+	}
+}
+
+// checkBatch gets as with h.getMany and checks every answer: the
+// address as the body, missing not found.
+func checkBatch(t *testing.T, h *httpService, as []addr.Addr, missing addr.Addr) {
+	t.Helper()
+	got := make([]*reply, len(as))
+	err := h.getMany(context.Background(), as, func(j int, r reply) { got[j] = &r })
+	if err != nil {
+		t.Fatalf("getMany of %d: %v", len(as), err)
+	}
+	for j, a := range as {
+		switch r := got[j]; {
+		case r == nil:
+			t.Fatalf("getMany of %d: no answer for %d", len(as), j)
+		case a == missing && r.found, a != missing && (!r.found || string(r.data) != a.String()):
+			t.Fatalf("getMany of %d: answer %d is %+v (%q), want %s", len(as), j, r, r.data, a)
+		}
+	}
+}
+
+func TestLeanPipelined(t *testing.T) {
+	// A batch of up to leanPipelineMax: GETs written at once on one
+	// connection, the answers in order (a missing chunk among them); a
+	// larger one is a POST through net/http.
+	missing := addr.Of([]byte("missing"))
+	s := startRaw(t, chunkAnswers(missing))
+	h := s.service(t, "")
+	as := make([]addr.Addr, leanPipelineMax+1)
+	for i := range as {
+		as[i] = addr.Of(fmt.Appendf(nil, "chunk %d", i))
+	}
+	as[2] = missing
+	checkBatch(t, h, as[:5], missing)
+	checkBatch(t, h, as[:leanPipelineMax], missing)
+	if conns, reqs := s.counts(); conns != 1 || reqs != 5+leanPipelineMax {
+		t.Fatalf("%d connections for %d requests; want 1 for %d", conns, reqs, 5+leanPipelineMax)
+	}
+	for i := range 5 + leanPipelineMax {
+		if req := s.request(i); req.Method != http.MethodGet || req.Header.Get("User-Agent") != "chunkd" {
+			t.Fatalf("request %d: %s, User-Agent %q; want a lean GET", i, req.Method, req.Header.Get("User-Agent"))
+		}
+	}
+	checkBatch(t, h, as, missing)
+	if _, reqs := s.counts(); reqs != 6+leanPipelineMax || s.request(reqs-1).Method != http.MethodPost {
+		t.Fatalf("%d requests, the last %s; want a batch of %d as one POST", reqs, s.request(reqs-1).Method, len(as))
+	}
+
+	// The service ends the connection after an answer (it is shutting
+	// down): the answers read are kept, the rest asked through net/http.
+	s.setAnswer(func(conn int, req *http.Request) string {
+		a := chunkAnswers(missing)(conn, req)
+		if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, as[1].String()) {
+			return strings.Replace(a, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+		}
+		return a
+	})
+	_, before := s.counts()
+	checkBatch(t, h, as[:6], missing)
+	_, reqs := s.counts()
+	if last := s.request(reqs - 1); last.Method != http.MethodPost {
+		t.Fatalf("after a closing answer, the last of %d requests is a %s; want the rest as a POST", reqs-before, last.Method)
+	}
+}

@@ -250,6 +250,19 @@ func statusError(base string, resp *http.Response) error {
 }
 
 func (h *httpService) getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error {
+	if h.lean != nil && len(as) <= leanPipelineMax {
+		done, err := h.lean.getMany(ctx, h, as, fn)
+		if err != errLeanFallback {
+			return err
+		}
+		// The rest through net/http, as a batch.
+		return h.getManyNet(ctx, as[done:], func(j int, r reply) { fn(done+j, r) })
+	}
+	return h.getManyNet(ctx, as, fn)
+}
+
+// getManyNet is getMany through net/http: one POST of the addresses.
+func (h *httpService) getManyNet(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error {
 	req, err := h.newRequest(ctx, http.MethodPost, api.ChunksPath(h.db), bytes.NewReader(api.EncodeAddresses(as)))
 	if err != nil {
 		return &serviceError{err: err}

@@ -237,6 +237,7 @@ type http1Conn struct {
 	head   []byte          // the answer's head, built again for each answer
 	iov    [2][]byte       // the head and body of the answer being written
 	bufs   net.Buffers     // iov for writev, here so that no answer allocates one
+	out    []byte          // whole answers not written yet: the next request was in already (pipelined)
 	hdr    http.Header     // the answer's header, cleared for each answer
 
 	mu      sync.Mutex // guards idle and closing against Shutdown
@@ -273,6 +274,10 @@ func (c *http1Conn) serve() {
 		}
 		n, req, err := c.readRequest(first)
 		if errors.Is(err, errHandOver) || err == nil && !c.s.Fast(req) {
+			if c.flush() != nil {
+				c.nc.Close()
+				return
+			}
 			c.s.handoff.give(&handedConn{Conn: c.nc, r: c.br})
 			return
 		}
@@ -282,10 +287,31 @@ func (c *http1Conn) serve() {
 		}
 		c.br.Discard(n)
 		if !c.answer(req) {
+			c.flush() //nolint:errcheck // closing anyway: what was answered goes out
+			c.nc.Close()
+			return
+		}
+		if c.br.Buffered() == 0 && c.flush() != nil {
 			c.nc.Close()
 			return
 		}
 	}
+}
+
+// http1Coalesce bounds the answers kept to be written together.
+const http1Coalesce = 64 << 10
+
+// flush writes the answers kept in c.out.
+func (c *http1Conn) flush() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	_, err := c.nc.Write(c.out)
+	c.out = c.out[:0]
+	if cap(c.out) > http1Coalesce {
+		c.out = nil
+	}
+	return err
 }
 
 // waitRequest waits for the first byte of the next request, up to the
@@ -342,6 +368,9 @@ func (c *http1Conn) readRequest(first bool) (int, *http.Request, error) {
 				deadline = time.Now().Add(d)
 			}
 			c.nc.SetReadDeadline(deadline)
+		}
+		if err := c.flush(); err != nil { // the answers kept go out before a read that may wait
+			return 0, nil, err
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			return 0, nil, err
@@ -628,11 +657,21 @@ func (w *http1Writer) send(body []byte) error {
 		}
 	}
 	w.c.head = append(h, "\r\n"...)
+	w.written = int64(len(body))
+	if w.written == w.length && (w.c.br.Buffered() > 0 || len(w.c.out) > 0) && len(w.c.out)+len(w.c.head)+len(body) <= http1Coalesce {
+		// A whole answer, and the next request is in already, or the
+		// last answered waits (pipelined GETs): written with the others,
+		// in one write, once no request is left waiting.
+		w.c.out = append(append(w.c.out, w.c.head...), body...)
+		return nil
+	}
+	if err := w.c.flush(); err != nil {
+		return err
+	}
 	w.c.iov = [2][]byte{w.c.head, body}
 	w.c.bufs = w.c.iov[:]
 	_, err := w.c.bufs.WriteTo(w.c.nc)
 	w.c.iov = [2][]byte{} // the body is the handler's: not kept past the answer
-	w.written = int64(len(body))
 	return err
 }
 

@@ -379,3 +379,84 @@ func TestHTTP1FirstRequestTimeout(t *testing.T) {
 		t.Errorf("a silent connection: %v, want it closed (EOF)", err)
 	}
 }
+
+// writeCounter is a listener whose connections count their writes.
+type writeCounter struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Conn: c, writes: &l.writes}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countedConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// TestHTTP1PipelinedTogether: the answers to GETs that arrive together
+// (a client's pipelined batch) go out in one write, not one each; an
+// answer whose next request is not in yet goes out at once.
+func TestHTTP1PipelinedTogether(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{Registry: reg, MemBytes: 64 << 20})
+	router := NewHandler(f.cache, reg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := &writeCounter{Listener: ln}
+	h1 := &HTTP1{Fast: ChunkReads(router), Server: &http.Server{Handler: router, ErrorLog: quietLog()}}
+	go h1.Serve(wc) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { h1.Close() })
+	as := f.db.Files[0].Addrs[:6]
+	raw := ""
+	for _, a := range as {
+		raw += "GET " + api.ChunkPath("db1", a) + " HTTP/1.1\r\nHost: x\r\n\r\n"
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for i, a := range as {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !bytes.Equal(body, f.db.Chunks[a]) {
+			t.Fatalf("answer %d: %d, %d bytes", i, resp.StatusCode, len(body))
+		}
+	}
+	// One write (two, should the kernel have split the requests).
+	if n := wc.writes.Load(); n > 2 {
+		t.Errorf("%d answers to requests sent together took %d writes", len(as), n)
+	}
+	// One request alone: answered at once, in a write of its own.
+	before := wc.writes.Load()
+	if _, err := io.WriteString(c, "GET "+api.ChunkPath("db1", as[0])+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a request alone: %v, %v", resp, err)
+	}
+	if n := wc.writes.Load() - before; n < 1 {
+		t.Errorf("a request alone: %d writes", n)
+	}
+}
