@@ -328,13 +328,13 @@ func (t *treeAhead) follow(cs *connScans, tree int32, ti int, n int64, p []byte,
 		}
 		followed := len(want)
 		want = t.addFetchLocked(want, related)
-		if len(want) > 0 && len(t.ahead) < maxAhead {
+		if len(want) > 0 {
 			if followed > 0 {
 				st.fetched += followed
 			} else {
 				st = nil // the related trees' leaves alone: nothing of follow's to judge
 			}
-			t.listAheadLocked(want, st, followed)
+			t.planLocked(want, st, followed)
 		}
 		t.mu.Unlock()
 		if found {

@@ -24,6 +24,8 @@ const (
 	maxLeafRun = 64
 	// maxAhead is how many fetches ahead run at once.
 	maxAhead = 4
+	// maxPlans is how many planned fetches are kept (planLocked).
+	maxPlans = 8
 	// maxBatchBytes caps the table leaves fetched for one scanned leaf
 	// (1,024 of 4 KiB): with maxAhead and the connections' own, it bounds the
 	// pages in flight.
@@ -105,6 +107,7 @@ type treeAhead struct {
 	batches []*treeBatch         // held, oldest first
 	nheld   int                  // pages of batches still held
 	ahead   []*treeBatch         // background fetches of next leaves
+	plans   []*treeBatch         // list fetches a read will start (planLocked)
 	recent  recentLeaves
 	follows map[followPair]*followStats
 	related map[int32]*relatedStats // by the tree of the table looked up
@@ -240,6 +243,7 @@ type treeBatch struct {
 	// first followed pages (the rest are related trees' leaves).
 	follow   *followStats
 	followed int
+	want     []int64 // a list batch's pages (listBatch)
 
 	// A background fetch's: done closes when it ends, leafDone once the
 	// leaf is held (or could not be read).
@@ -283,6 +287,15 @@ func (t *treeAhead) take(ctx context.Context, n int64, p []byte) bool {
 	if t.copyHeldLocked(n, p) {
 		t.mu.Unlock()
 		return true
+	}
+	if b := t.planOfLocked(n); b != nil {
+		// The first read of a planned list fetches all of it, here.
+		t.ahead = append(t.ahead, b)
+		t.mu.Unlock()
+		t.runList(b)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.copyHeldLocked(n, p)
 	}
 	var wait chan struct{}
 	for _, b := range t.ahead {
@@ -702,30 +715,75 @@ func (t *treeAhead) leafAhead(tr *scanTree, pos leafPos, sp *scanProgress) {
 // background and holds them as one batch (follow: its counts, for a
 // group's fetch, of which the first followed pages are the group's).
 func (t *treeAhead) listAheadLocked(want []int64, follow *followStats, followed int) {
-	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want)), follow: follow, followed: followed}
+	b := t.listBatch(want, follow, followed)
+	t.ahead = append(t.ahead, b)
+	go t.runList(b)
+}
+
+// listBatch returns the batch of a fetch of pages want (follow and
+// followed: listAheadLocked's).
+func (t *treeAhead) listBatch(want []int64, follow *followStats, followed int) *treeBatch {
+	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want)), follow: follow, followed: followed, want: want}
 	if follow != nil {
 		follow.inflight++
 	}
 	for _, n := range want {
 		b.pages[n] = true
 	}
-	t.ahead = append(t.ahead, b)
-	go func() {
-		defer t.endAhead(b)
-		bufs := pageBufs(make([]byte, len(want)*t.pages.PageSize()), t.pages.PageSize())
-		if t.src.ReadPageList(t.ctx, want, bufs) == nil {
-			t.mu.Lock()
-			t.keepLocked(b, want, bufs)
-			t.mu.Unlock()
-		}
-	}()
+	return b
 }
 
-// aheadHasLocked reports whether a fetch in the background will hold
-// page n.
+// runList fetches list batch b (in t.ahead) with one ReadPageList and
+// holds its pages.
+func (t *treeAhead) runList(b *treeBatch) {
+	defer t.endAhead(b)
+	bufs := pageBufs(make([]byte, len(b.want)*t.pages.PageSize()), t.pages.PageSize())
+	if t.src.ReadPageList(t.ctx, b.want, bufs) == nil {
+		t.mu.Lock()
+		t.keepLocked(b, b.want, bufs)
+		t.mu.Unlock()
+	}
+}
+
+// planLocked plans a fetch of pages want (follow and followed:
+// listAheadLocked's): the first read of one of them fetches them all
+// (take), on the reader's thread. A group's lookups come one right after
+// the other, and a batch fetched in the background that a read must wait
+// for costs that read two hand-offs between threads; a fetch on the
+// reader's costs none. The oldest of more than maxPlans is dropped.
+func (t *treeAhead) planLocked(want []int64, follow *followStats, followed int) {
+	t.plans = append(t.plans, t.listBatch(want, follow, followed))
+	if len(t.plans) > maxPlans {
+		if old := t.plans[0]; old.follow != nil {
+			old.follow.inflight--
+			old.follow.fetched -= old.followed // never fetched
+		}
+		t.plans = slices.Delete(t.plans, 0, 1)
+	}
+}
+
+// planOfLocked returns the planned batch that holds page n, taken out of
+// the plans; nil if none does.
+func (t *treeAhead) planOfLocked(n int64) *treeBatch {
+	for i, b := range t.plans {
+		if b.pages[n] {
+			t.plans = slices.Delete(t.plans, i, i+1)
+			return b
+		}
+	}
+	return nil
+}
+
+// aheadHasLocked reports whether a fetch in the background, or a planned
+// one, will hold page n.
 func (t *treeAhead) aheadHasLocked(n int64) bool {
 	for _, b := range t.ahead {
 		if b.leaf == n || b.pages[n] {
+			return true
+		}
+	}
+	for _, b := range t.plans {
+		if b.pages[n] {
 			return true
 		}
 	}
