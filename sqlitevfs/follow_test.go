@@ -161,7 +161,10 @@ func TestRelatedTrees(t *testing.T) {
 	c.mu.Unlock()
 	txs(measured, stmts...)
 	ta.mu.Lock()
-	st := *ta.related[ta.ix(t, big)]
+	var st relatedStats
+	if p := ta.related[ta.ix(t, big)]; p != nil {
+		st = *p
+	}
 	ta.mu.Unlock()
 	singles := c.singlesOf(s0, tags) + c.singlesOf(s0, score)
 	listed := c.listedOf(l0, tags) + c.listedOf(l0, score)
@@ -183,7 +186,10 @@ func TestRelatedTrees(t *testing.T) {
 	db = db2
 	txs(learn, stmts[0])
 	ta2.mu.Lock()
-	st = *ta2.related[ta2.ix(t, ta2.tree(t, plain, "big"))]
+	st = relatedStats{}
+	if p := ta2.related[ta2.ix(t, ta2.tree(t, plain, "big"))]; p != nil {
+		st = *p
+	}
 	ta2.mu.Unlock()
 	if len(st.trees) != 0 || st.pause == 0 {
 		t.Errorf("lookups of big alone: related %+v, want no trees and a pause", st)
