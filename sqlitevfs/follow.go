@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"slices"
 
 	"github.com/chunkd/chunkd/sqlitevfs/btree"
 )
@@ -56,8 +55,9 @@ const noValue = math.MinInt64
 // with the same first column (the key SQLite was looking up: an
 // index's value, a WITHOUT ROWID table's first key column, a table's
 // first column). The table leaves the group's other entries name are then
-// fetched with one ReadPageList in the background: a group of k lookups
-// costs two requests, not k. A group is never a whole leaf (a table whose
+// fetched with one ReadPageList, planned (treeAhead.planLocked): the
+// group's next lookup fetches them all; a group of k lookups costs two
+// requests, not k. A group is never a whole leaf (a table whose
 // first column is its rowid holds NULL there: no group), so a fetch stays
 // near what SQLite reads; and a way of following (the leaf's B-tree, the
 // column, the table) whose fetched pages SQLite mostly leaves unread is
@@ -181,44 +181,37 @@ func (s *seenLeaf) decode(usable int) {
 	}
 }
 
-// group returns, for leaf s, the values in [lo, hi] of one column that
-// may have led to the lookup of a leaf holding those rowids (hits: the
-// rowids looked up), and that column's values in the groups of the
-// entries that hold them. found is false if no entry holds such a value
-// (the lookup came from elsewhere); hits and values are empty if one
-// does but there is no telling which (values in two columns, too many
-// entries), values alone if there is no group to follow.
-func (s *seenLeaf) group(usable int, lo, hi int64) (hits, values []int64, found bool) {
+// group returns, for leaf s, the values of the column whose values in
+// [lo, hi] may have led to the lookup of a leaf holding those rowids, in
+// the groups of the entries that hold them. found is false if no entry
+// holds such a value (the lookup came from elsewhere); values is empty if
+// one does but there is no group to follow.
+func (s *seenLeaf) group(usable int, lo, hi int64) (values []int64, found bool) {
 	s.decode(usable)
 	cells := len(s.recs)
-	var at [maxFollowMatches]int
+	var hits [maxFollowMatches]int
 	nhits, slot := 0, -1
-	// An entry's last column first: an index entry's rowid, by which
-	// SQLite looks its row up, when other columns of the index hold
-	// values in the span too (an index on a column of ids).
-	if n, ok := s.hitsIn(slotLast, lo, hi, &at); ok && n > 0 {
-		nhits, slot = n, slotLast
-	} else {
-		for sl := range slots {
-			n, ok := s.hitsIn(sl, lo, hi, &at)
-			if n == 0 && ok {
+	for sl := range slots {
+		if !s.used[sl] || cells == 0 {
+			continue
+		}
+		for e, v := range s.vals[sl*cells : (sl+1)*cells] {
+			if v == noValue || v < lo || v > hi {
 				continue
 			}
-			if !ok || slot >= 0 {
-				return nil, nil, true // in two columns, or too many entries: no telling
+			if slot >= 0 && slot != sl || nhits == maxFollowMatches {
+				return nil, true // in two columns, or too many entries: no telling
 			}
-			nhits, slot = n, sl
-		}
-		if slot >= 0 {
-			s.hitsIn(slot, lo, hi, &at)
+			slot = sl
+			hits[nhits] = e
+			nhits++
 		}
 	}
 	if nhits == 0 {
-		return nil, nil, false
+		return nil, false
 	}
 	vs := s.vals[slot*cells : (slot+1)*cells]
-	for _, e := range at[:nhits] {
-		hits = append(hits, vs[e])
+	for _, e := range hits[:nhits] {
 		from, to, ok := s.keyRun(e)
 		if !ok || to-from < 2 || to-from == cells {
 			continue // no key, alone, or the whole leaf: no group
@@ -229,28 +222,7 @@ func (s *seenLeaf) group(usable int, lo, hi int64) (hits, values []int64, found 
 			}
 		}
 	}
-	return hits, values, true
-}
-
-// hitsIn puts in at the entries of s whose value in slot sl lies in
-// [lo, hi] and returns how many; ok is false if there are more than
-// maxFollowMatches.
-func (s *seenLeaf) hitsIn(sl int, lo, hi int64, at *[maxFollowMatches]int) (n int, ok bool) {
-	cells := len(s.recs)
-	if !s.used[sl] || cells == 0 {
-		return 0, true
-	}
-	for e, v := range s.vals[sl*cells : (sl+1)*cells] {
-		if v == noValue || v < lo || v > hi {
-			continue
-		}
-		if n == maxFollowMatches {
-			return n, false
-		}
-		at[n] = e
-		n++
-	}
-	return n, true
+	return values, true
 }
 
 // keyRun returns the entries [from, to) next to entry e whose first column
@@ -285,9 +257,8 @@ func (s *seenLeaf) keyRun(e int) (from, to int, ok bool) {
 // follow is connection cs's read of leaf n (its bytes p) of the rowid
 // table targets[ti], whose tree is tree, from the source: it fetches the
 // table leaves of the rest of the group the lookup came from, if it finds
-// one, and the leaves of the trees related to the table that hold the
-// rowids looked up (see related).
-func (t *treeAhead) follow(cs *connScans, tree int32, ti int, n int64, p []byte, took bool) {
+// one.
+func (t *treeAhead) follow(cs *connScans, tree int32, ti int, n int64, p []byte) {
 	pg, err := btree.Parse(p, n, t.usable)
 	if err != nil {
 		return
@@ -296,45 +267,29 @@ func (t *treeAhead) follow(cs *connScans, tree int32, ti int, n int64, p []byte,
 	if err != nil {
 		return
 	}
-	relating := t.relating(tree)
 	for k := 1; k <= followLeaves; k++ { // newest first
 		s := &cs.seen[(cs.si-k+followLeaves)%followLeaves]
 		if s.buf == nil || s.tree == tree {
 			continue
 		}
 		pair := followPair{tree: s.tree, table: ti}
-		following := !took && t.probe(pair)
-		if !following && !relating {
+		if !t.probe(pair) {
 			continue
 		}
-		hits, values, found := s.group(t.usable, lo, hi)
-		var leaves, related []int64
-		if following && found {
-			if leaves, err = t.leavesOf(ti, values); err != nil {
-				return
-			}
-		}
-		if relating && found {
-			related = t.lookedUp(cs, tree, hits, values)
+		values, found := s.group(t.usable, lo, hi)
+		leaves, err := t.leavesOf(ti, values)
+		if err != nil {
+			return
 		}
 		t.mu.Lock()
-		var st *followStats
+		st := t.follows[pair]
 		want := t.toFetchLocked(leaves, n)
-		if following {
-			st = t.follows[pair]
-			if st.probes++; len(want) > 0 {
-				st.fruitful++
-			}
+		if st.probes++; len(want) > 0 {
+			st.fruitful++
 		}
-		followed := len(want)
-		want = t.addFetchLocked(want, related)
-		if len(want) > 0 {
-			if followed > 0 {
-				st.fetched += followed
-			} else {
-				st = nil // the related trees' leaves alone: nothing of follow's to judge
-			}
-			t.planLocked(want, st, followed)
+		if found && len(want) > 0 {
+			st.fetched += len(want)
+			t.planLocked(want, st)
 		}
 		t.mu.Unlock()
 		if found {
@@ -380,28 +335,9 @@ func (t *treeAhead) probe(pair followPair) bool {
 func (t *treeAhead) toFetchLocked(leaves []int64, n int64) []int64 {
 	want := leaves[:0]
 	for _, l := range leaves {
-		if l != n && t.fetchableLocked(l) && len(want) < maxFollow {
+		if _, held := t.held[l]; l != n && !held && !t.aheadHasLocked(l) && !t.recent.has(l) && len(want) < maxFollow {
 			want = append(want, l)
 		}
 	}
 	return want
-}
-
-// addFetchLocked adds to want the leaves of more that a fetch would get
-// and want has not: those neither held, on their way nor read lately;
-// want stays at most 2*maxFollow.
-func (t *treeAhead) addFetchLocked(want, more []int64) []int64 {
-	for _, l := range more {
-		if !slices.Contains(want, l) && t.fetchableLocked(l) && len(want) < 2*maxFollow {
-			want = append(want, l)
-		}
-	}
-	return want
-}
-
-// fetchableLocked reports whether a fetch would get leaf l: it is neither
-// held, on its way nor read lately.
-func (t *treeAhead) fetchableLocked(l int64) bool {
-	_, held := t.held[l]
-	return !held && !t.aheadHasLocked(l) && !t.recent.has(l)
 }

@@ -3,7 +3,6 @@ package sqlitevfs
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
@@ -104,94 +103,4 @@ func (ta *treeAhead) ix(t *testing.T, tr *scanTree) int32 {
 	}
 	t.Fatal("no such B-tree")
 	return -1
-}
-
-// TestRelatedTrees: an application that reads a row of big by its name,
-// then the row's tags (a WITHOUT ROWID table keyed by big's id) and its
-// score (a rowid table whose rowid is big's id), reads tags' and score's
-// leaves from the source one at a time until the two are judged related
-// to big; from then on they come with the lookup of big's row, in the
-// background, and SQLite's reads of them take what was fetched. A table
-// whose lookups no other read follows is passed over once judged.
-func TestRelatedTrees(t *testing.T) {
-	path := execDB(t, "related.sqlite",
-		`CREATE TABLE big(id INTEGER PRIMARY KEY, name TEXT, pad TEXT)`,
-		`CREATE INDEX big_name ON big(name)`,
-		`CREATE TABLE tags(bid INT, tag INT, pad TEXT, PRIMARY KEY(bid, tag)) WITHOUT ROWID`,
-		`CREATE TABLE score(bid INTEGER PRIMARY KEY, s REAL, pad TEXT)`,
-		`CREATE TABLE filler(x TEXT)`,
-		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 20000)
-		 INSERT INTO big SELECT i, printf('n%07d', (i*7919) % 20000), printf('%0150d', i) FROM n`,
-		`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM n WHERE i < 59999)
-		 INSERT INTO tags SELECT 1 + i/3, i%3, printf('%060d', i) FROM n`,
-		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 20000)
-		 INSERT INTO score SELECT i, i/7.0, printf('%0100d', i) FROM n`,
-		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 2000) INSERT INTO filler SELECT printf('%0100d', i) FROM n`,
-	)
-	plain := openPlain(t, path)
-	c := &listCounter{rangeCounter: rangeCounter{FilePages: filePages(t, path)}}
-	name, db := register(t, c, &Options{ReadAhead: 16, CacheKiB: 64})
-	db.SetMaxOpenConns(1)
-	ta := treeOf(t, name)
-	ta.waitReady(t, db, `SELECT count(x) FROM filler`)
-	big, tags, score := ta.tree(t, plain, "big"), ta.tree(t, plain, "tags"), ta.tree(t, plain, "score")
-	rng := rand.New(rand.NewPCG(3, 4))
-	txs := func(n int, stmts ...string) {
-		t.Helper()
-		for range n {
-			key := fmt.Sprintf("'n%07d'", rng.IntN(20000))
-			for _, s := range stmts {
-				q := fmt.Sprintf(s, key)
-				want, _ := result(t, plain, q)
-				if got, _ := result(t, db, q); got != want {
-					t.Fatalf("%s: results differ from the file's", q)
-				}
-			}
-		}
-	}
-	stmts := []string{
-		`SELECT id, length(pad) FROM big WHERE name = %s`,
-		`SELECT t.tag FROM big b JOIN tags t ON t.bid = b.id WHERE b.name = %s`,
-		`SELECT s.s FROM big b JOIN score s ON s.bid = b.id WHERE b.name = %s`,
-	}
-	const learn, measured = 2 * relatedJudged, 60
-	txs(learn, stmts...)
-	c.mu.Lock()
-	s0, l0 := len(c.single), int64(len(c.list))
-	c.mu.Unlock()
-	txs(measured, stmts...)
-	ta.mu.Lock()
-	var st relatedStats
-	if p := ta.related[ta.ix(t, big)]; p != nil {
-		st = *p
-	}
-	ta.mu.Unlock()
-	singles := c.singlesOf(s0, tags) + c.singlesOf(s0, score)
-	listed := c.listedOf(l0, tags) + c.listedOf(l0, score)
-	t.Logf("related to big: trees %v; in %d transactions, %d single reads and %d listed pages of tags and score", st.trees, measured, singles, listed)
-	if !slices.Contains(st.trees, ta.ix(t, tags)) || !slices.Contains(st.trees, ta.ix(t, score)) {
-		t.Errorf("trees related to big: %v, want tags (%d) and score (%d)", st.trees, ta.ix(t, tags), ta.ix(t, score))
-	}
-	// A leaf of each a transaction: listed with big's lookup, where each
-	// was read alone (two single reads a transaction without).
-	if singles > measured/4 || listed < measured {
-		t.Errorf("%d single reads and %d listed pages of tags and score in %d transactions: they were not fetched with big's lookups", singles, listed, measured)
-	}
-
-	// Lookups of big that nothing follows: judged, then passed over.
-	name2, db2 := register(t, c, &Options{ReadAhead: 16, CacheKiB: 64})
-	db2.SetMaxOpenConns(1)
-	ta2 := treeOf(t, name2)
-	ta2.waitReady(t, db2, `SELECT count(x) FROM filler`)
-	db = db2
-	txs(learn, stmts[0])
-	ta2.mu.Lock()
-	st = relatedStats{}
-	if p := ta2.related[ta2.ix(t, ta2.tree(t, plain, "big"))]; p != nil {
-		st = *p
-	}
-	ta2.mu.Unlock()
-	if len(st.trees) != 0 || st.pause == 0 {
-		t.Errorf("lookups of big alone: related %+v, want no trees and a pause", st)
-	}
 }

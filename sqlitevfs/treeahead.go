@@ -99,7 +99,7 @@ type treeAhead struct {
 	targets  []rowTable        // rowid tables their rows may name
 	targetOf map[int32]int     // a rowid table's tree → its index in targets
 
-	nodes sync.Map // interior page → *tableNode
+	nodes sync.Map // table interior page → *tableNode
 
 	mu      sync.Mutex
 	held    map[int64]heldLeaf
@@ -110,7 +110,6 @@ type treeAhead struct {
 	plans   []*treeBatch         // list fetches a read will start (planLocked)
 	recent  recentLeaves
 	follows map[followPair]*followStats
-	related map[int32]*relatedStats // by the tree of the table looked up
 }
 
 // connScans is how the scans of one connection (one SQLite file handle,
@@ -122,9 +121,6 @@ type connScans struct {
 
 	seen [followLeaves]seenLeaf // the leaves read last (follow), a ring
 	si   int                    // where the next goes
-
-	lookups [connLookups]keyLookup // the last lookups watched for related trees' reads (related)
-	li      int                    // the oldest
 }
 
 // scanProgress is how a connection's scan of one B-tree is going.
@@ -213,7 +209,6 @@ type leafPos struct{ ix, ord int32 }
 type scanTree struct {
 	root   int64
 	leaves []int64 // in key order
-	depth  int     // interior levels
 }
 
 // rowTable is a rowid table: rows a scan's entries may name.
@@ -239,11 +234,9 @@ type treeBatch struct {
 	list  []int64        // pages it added to held
 	kept  bool           // in batches
 	pages map[int64]bool // for a background fetch: what it will hold (set once the leaf is read)
-	// follow, for a group's fetch (follow), counts SQLite's reads of its
-	// first followed pages (the rest are related trees' leaves).
-	follow   *followStats
-	followed int
-	want     []int64 // a list batch's pages (listBatch)
+	// follow, for a group's fetch (follow), counts SQLite's reads of it.
+	follow *followStats
+	want   []int64 // a list batch's pages (listBatch)
 
 	// A background fetch's: done closes when it ends, leafDone once the
 	// leaf is held (or could not be read).
@@ -259,15 +252,12 @@ func (b *treeBatch) leafReady() {
 }
 
 type heldLeaf struct {
-	data    []byte
-	batch   *treeBatch
-	read    bool // taken at least once: likely in a reader's cache now
-	counted bool // a group's page: its first read counts for batch.follow
+	data  []byte
+	batch *treeBatch
+	read  bool // taken at least once: likely in a reader's cache now
 }
 
-// tableNode is a decoded interior page: its keys and children, for
-// btree.Step (a table's keys are rowids, an index's its entries' first
-// columns placed among integers).
+// tableNode is a decoded table interior page.
 type tableNode struct{ keys, children []int64 }
 
 // newTreeAhead returns the B-tree read-ahead over p, whose
@@ -276,7 +266,7 @@ func newTreeAhead(ctx context.Context, p Pages, src PageLister, cacheKiB int) *t
 	if cacheKiB <= 0 {
 		cacheKiB = defaultCacheKiB
 	}
-	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, byLeaf: map[int64]*treeBatch{}, follows: map[followPair]*followStats{}, related: map[int32]*relatedStats{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
+	return &treeAhead{src: src, pages: p, ctx: ctx, held: map[int64]heldLeaf{}, byLeaf: map[int64]*treeBatch{}, follows: map[followPair]*followStats{}, recent: newRecentLeaves(cacheKiB, p.PageSize())}
 }
 
 // take copies page n into p if it is held (or being fetched in the
@@ -330,7 +320,7 @@ func (t *treeAhead) copyHeldLocked(n int64, p []byte) bool {
 	if !h.read {
 		h.read = true
 		t.held[n] = h
-		if st := h.batch.follow; st != nil && h.counted {
+		if st := h.batch.follow; st != nil {
 			st.taken++
 		}
 	}
@@ -390,9 +380,8 @@ func (t *treeAhead) saw(ctx context.Context, n int64, p []byte, took bool, cs *c
 	if !ok {
 		return
 	}
-	t.watchLookups(cs, pos.ix, n, p)
-	if ti, ok := t.targetOf[pos.ix]; ok {
-		t.follow(cs, pos.ix, ti, n, p, took)
+	if ti, ok := t.targetOf[pos.ix]; ok && !took {
+		t.follow(cs, pos.ix, ti, n, p)
 	}
 	cs.remember(n, pos.ix, p)
 	sp := cs.byTree[pos.ix]
@@ -637,7 +626,7 @@ func (t *treeAhead) fetch(ctx context.Context, leaf int64, p []byte, named []int
 // oldest batches go beyond maxHeldBytes.
 func (t *treeAhead) keepLocked(b *treeBatch, ns []int64, bufs [][]byte) {
 	for i, n := range ns {
-		t.held[n] = heldLeaf{data: bufs[i], batch: b, counted: i < b.followed}
+		t.held[n] = heldLeaf{data: bufs[i], batch: b}
 	}
 	b.list = append(b.list, ns...)
 	b.kept = true
@@ -706,24 +695,24 @@ func (t *treeAhead) leafAhead(tr *scanTree, pos leafPos, sp *scanProgress) {
 		}
 	}
 	if len(want) > 0 {
-		t.listAheadLocked(want, nil, 0)
+		t.listAheadLocked(want, nil)
 	}
 	t.mu.Unlock()
 }
 
 // listAheadLocked fetches pages want with one ReadPageList in the
 // background and holds them as one batch (follow: its counts, for a
-// group's fetch, of which the first followed pages are the group's).
-func (t *treeAhead) listAheadLocked(want []int64, follow *followStats, followed int) {
-	b := t.listBatch(want, follow, followed)
+// group's fetch).
+func (t *treeAhead) listAheadLocked(want []int64, follow *followStats) {
+	b := t.listBatch(want, follow)
 	t.ahead = append(t.ahead, b)
 	go t.runList(b)
 }
 
-// listBatch returns the batch of a fetch of pages want (follow and
-// followed: listAheadLocked's).
-func (t *treeAhead) listBatch(want []int64, follow *followStats, followed int) *treeBatch {
-	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want)), follow: follow, followed: followed, want: want}
+// listBatch returns the batch of a fetch of pages want (follow:
+// listAheadLocked's).
+func (t *treeAhead) listBatch(want []int64, follow *followStats) *treeBatch {
+	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want)), follow: follow, want: want}
 	if follow != nil {
 		follow.inflight++
 	}
@@ -745,18 +734,18 @@ func (t *treeAhead) runList(b *treeBatch) {
 	}
 }
 
-// planLocked plans a fetch of pages want (follow and followed:
-// listAheadLocked's): the first read of one of them fetches them all
-// (take), on the reader's thread. A group's lookups come one right after
-// the other, and a batch fetched in the background that a read must wait
-// for costs that read two hand-offs between threads; a fetch on the
-// reader's costs none. The oldest of more than maxPlans is dropped.
-func (t *treeAhead) planLocked(want []int64, follow *followStats, followed int) {
-	t.plans = append(t.plans, t.listBatch(want, follow, followed))
+// planLocked plans a fetch of pages want (follow: listAheadLocked's): the
+// first read of one of them fetches them all (take), on the reader's
+// thread. A group's lookups come one right after the other, and a batch
+// fetched in the background that a read must wait for costs that read two
+// hand-offs between threads; a fetch on the reader's costs none. The
+// oldest of more than maxPlans is dropped.
+func (t *treeAhead) planLocked(want []int64, follow *followStats) {
+	t.plans = append(t.plans, t.listBatch(want, follow))
 	if len(t.plans) > maxPlans {
 		if old := t.plans[0]; old.follow != nil {
 			old.follow.inflight--
-			old.follow.fetched -= old.followed // never fetched
+			old.follow.fetched -= len(old.want) // never fetched
 		}
 		t.plans = slices.Delete(t.plans, 0, 1)
 	}
@@ -868,26 +857,18 @@ func (t *treeAhead) leavesOf(ti int, rowids []int64) ([]int64, error) {
 
 // tableLeaf returns the leaf of table tb that holds rowid.
 func (t *treeAhead) tableLeaf(tb *rowTable, rowid int64) (int64, error) {
-	return t.leafFor(tb.root, tb.depth, rowid)
-}
-
-// leafFor returns the leaf of the B-tree rooted at root, depth interior
-// levels deep, that holds rowid v (a table's) or where the entries whose
-// first column is v begin (an index's, a WITHOUT ROWID table's).
-func (t *treeAhead) leafFor(root int64, depth int, v int64) (int64, error) {
-	n := root
-	for range depth {
+	n := tb.root
+	for range tb.depth {
 		node, err := t.node(n)
 		if err != nil {
 			return 0, err
 		}
-		n = btree.Step(node.keys, node.children, v)
+		n = btree.Step(node.keys, node.children, rowid)
 	}
 	return n, nil
 }
 
-// node returns interior page n decoded (IndexKeys or TableKeys), reading
-// it once.
+// node returns table interior page n decoded, reading it once.
 func (t *treeAhead) node(n int64) (*tableNode, error) {
 	if v, ok := t.nodes.Load(n); ok {
 		return v.(*tableNode), nil
@@ -901,9 +882,6 @@ func (t *treeAhead) node(n int64) (*tableNode, error) {
 		return nil, err
 	}
 	keys, children, err := p.TableKeys()
-	if p.Kind() == btree.IndexInterior {
-		keys, children, err = p.IndexKeys()
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -962,7 +940,7 @@ func (t *treeAhead) init() {
 		for i, l := range leaves {
 			leafOf[l] = leafPos{ix: int32(len(trees)), ord: int32(i)}
 		}
-		trees = append(trees, &scanTree{root: o.Root, leaves: leaves, depth: depth})
+		trees = append(trees, &scanTree{root: o.Root, leaves: leaves})
 	}
 	// The largest tables: references into small ones find their leaves
 	// in SQLite's cache.

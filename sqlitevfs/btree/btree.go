@@ -319,67 +319,34 @@ func (p Page) Entries(fn func(rowid int64, r Record) error) error {
 	if p.kind != TableLeaf && p.kind != IndexLeaf {
 		return p.errorf("entries of a page of kind 0x%02x, not a leaf", byte(p.kind))
 	}
+	table := p.kind == TableLeaf
 	for i := 0; i < p.cells; i++ {
-		rowid, r, err := p.entry(i)
+		off, err := p.cell(i)
 		if err != nil {
 			return err
 		}
-		if err := fn(rowid, r); err != nil {
+		size, w, err := p.varint(off)
+		if err != nil {
+			return err
+		}
+		start := off + w
+		var rowid uint64
+		if table {
+			var w2 int
+			if rowid, w2, err = p.varint(start); err != nil {
+				return err
+			}
+			start += w2
+		}
+		local := p.local(int64(size), table)
+		if start+local > p.usable {
+			return p.errorf("cell %d: record past the page's end", i)
+		}
+		if err := fn(int64(rowid), Record{b: p.b[:p.usable], off: start, end: start + local, spilled: uint64(local) < size}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// entry returns leaf cell i's rowid (a table leaf's; 0 on an index leaf)
-// and the local part of its record.
-func (p Page) entry(i int) (int64, Record, error) {
-	table := p.kind == TableLeaf
-	off, err := p.cell(i)
-	if err != nil {
-		return 0, Record{}, err
-	}
-	size, w, err := p.varint(off)
-	if err != nil {
-		return 0, Record{}, err
-	}
-	start := off + w
-	var rowid uint64
-	if table {
-		var w2 int
-		if rowid, w2, err = p.varint(start); err != nil {
-			return 0, Record{}, err
-		}
-		start += w2
-	}
-	local := p.local(int64(size), table)
-	if start+local > p.usable {
-		return 0, Record{}, p.errorf("cell %d: record past the page's end", i)
-	}
-	return int64(rowid), Record{b: p.b[:p.usable], off: start, end: start + local, spilled: uint64(local) < size}, nil
-}
-
-// FirstSpan returns the first columns of an index leaf's first and last
-// entries, each placed among integers (Record.FirstOrder): the entries
-// whose first column is an integer between them, and no others of that
-// kind, are on this leaf or beside it in key order.
-func (p Page) FirstSpan() (lo, hi int64, err error) {
-	if p.kind != IndexLeaf || p.cells == 0 {
-		return 0, 0, p.errorf("first-column span of a page of kind 0x%02x with %d cells, not an index leaf with entries", byte(p.kind), p.cells)
-	}
-	for i, v := range []*int64{&lo, &hi} {
-		_, r, err := p.entry(i * (p.cells - 1))
-		if err != nil {
-			return 0, 0, err
-		}
-		if *v, err = r.FirstOrder(); err != nil {
-			return 0, 0, p.errorf("cell %d: %v", i*(p.cells-1), err)
-		}
-	}
-	if hi < lo {
-		return 0, 0, p.errorf("first columns out of order: %d before %d", lo, hi)
-	}
-	return lo, hi, nil
 }
 
 // maxLocal is the most payload a cell keeps on the page (X in the file
@@ -433,44 +400,4 @@ func Varint(b []byte, off int) (uint64, int) {
 		}
 	}
 	return v, 9 // not reached
-}
-
-// IndexKeys returns an index interior page's keys and children, for Step:
-// keys[i] places the first column of cell i's entry among integers (see
-// Record.FirstOrder); children[i] holds the entries before cell i's (and
-// after cell i-1's); the last child, the right-most pointer, those after
-// the last cell's. Step(keys, children, v) is then the child where the
-// entries whose first column is v begin (or would be).
-func (p Page) IndexKeys() (keys, children []int64, err error) {
-	if p.kind != IndexInterior {
-		return nil, nil, p.errorf("keys of a page of kind 0x%02x, not an index interior page", byte(p.kind))
-	}
-	keys = make([]int64, p.cells)
-	children = make([]int64, p.cells+1)
-	for i := 0; i < p.cells; i++ {
-		off, err := p.cell(i)
-		if err != nil {
-			return nil, nil, err
-		}
-		if children[i], err = p.child(off); err != nil {
-			return nil, nil, err
-		}
-		size, w, err := p.varint(off + 4)
-		if err != nil {
-			return nil, nil, err
-		}
-		start := off + 4 + w
-		local := p.local(int64(size), false)
-		if start+local > p.usable {
-			return nil, nil, p.errorf("cell %d: record past the page's end", i)
-		}
-		r := Record{b: p.b[:p.usable], off: start, end: start + local, spilled: uint64(local) < size}
-		if keys[i], err = r.FirstOrder(); err != nil {
-			return nil, nil, p.errorf("cell %d: %v", i, err)
-		}
-	}
-	if children[p.cells], err = p.rightmost(); err != nil {
-		return nil, nil, err
-	}
-	return keys, children, nil
 }

@@ -328,12 +328,6 @@ func TestMalformed(t *testing.T) {
 		if _, _, err := p.RowidSpan(); err != nil && !errors.Is(err, btree.ErrMalformed) {
 			t.Fatalf("page %d: RowidSpan: %v, not ErrMalformed", n, err)
 		}
-		if _, _, err := p.FirstSpan(); err != nil && !errors.Is(err, btree.ErrMalformed) {
-			t.Fatalf("page %d: FirstSpan: %v, not ErrMalformed", n, err)
-		}
-		if _, _, err := p.IndexKeys(); err != nil && !errors.Is(err, btree.ErrMalformed) {
-			t.Fatalf("page %d: IndexKeys: %v, not ErrMalformed", n, err)
-		}
 		mutated := func(m int64) ([]byte, error) {
 			if m == n {
 				return b, nil
@@ -346,73 +340,4 @@ func TestMalformed(t *testing.T) {
 	if broken == 0 {
 		t.Error("no mutated page was refused")
 	}
-}
-
-// TestIndexDescent: walking down an index by its first column
-// (IndexKeys, Step) leads to the leaf whose first columns span the
-// value, or past the interior cell that holds the entry; FirstSpan is
-// the first and last entries' first columns.
-func TestIndexDescent(t *testing.T) {
-	path, db := indexedDB(t, 3000)
-	read, usable := pageReader(t, path)
-	var root int64
-	if err := db.QueryRow(`SELECT rootpage FROM sqlite_schema WHERE name = 't_k'`).Scan(&root); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := db.Query(`SELECT k FROM t ORDER BY random() LIMIT 300`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ks []int64
-	for rows.Next() {
-		var k int64
-		rows.Scan(&k)
-		ks = append(ks, k)
-	}
-	rows.Close()
-	inInterior := 0
-	for _, k := range ks {
-		n, onPath := root, false
-		var p btree.Page
-		for {
-			b, _ := read(n)
-			if p, err = btree.Parse(b, n, usable); err != nil {
-				t.Fatal(err)
-			}
-			if p.Kind() == btree.IndexLeaf {
-				break
-			}
-			keys, children, err := p.IndexKeys()
-			if err != nil {
-				t.Fatal(err)
-			}
-			onPath = onPath || slices.Contains(keys, k)
-			n = btree.Step(keys, children, k)
-		}
-		lo, hi, err := p.FirstSpan()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var first, last int64
-		i := 0
-		p.IndexRecords(func(r btree.Record) error {
-			v, _ := r.Column(0)
-			if i == 0 {
-				first = v.(int64)
-			}
-			last, i = v.(int64), i+1
-			return nil
-		})
-		if lo != first || hi != last {
-			t.Fatalf("leaf %d: FirstSpan %d-%d; its entries run %d-%d", n, lo, hi, first, last)
-		}
-		switch {
-		case lo <= k && k <= hi:
-		case onPath && k > hi:
-			inInterior++
-		default:
-			t.Fatalf("k %d: the descent led to leaf %d, spanning %d-%d", k, n, lo, hi)
-		}
-	}
-	t.Logf("%d of %d values found in an interior cell on the way", inInterior, len(ks))
 }
