@@ -75,17 +75,26 @@ type answer struct {
 // n answers (fewer when the connection ends).
 func exchange(t *testing.T, addr, raw string, n int) []answer {
 	t.Helper()
+	c := dialRaw(t, addr, raw)
+	defer c.Close()
+	method, _, _ := strings.Cut(raw, " ")
+	return readAnswers(c, n, method)
+}
+
+// dialRaw connects to addr (for 20 seconds at most) and writes raw at
+// once.
+func dialRaw(t *testing.T, addr, raw string) net.Conn {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.WriteString(c, raw); err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
-	method, _, _ := strings.Cut(raw, " ")
-	return readAnswers(c, n, method)
+	return c
 }
 
 // readAnswers reads up to n answers to requests of method.
@@ -424,15 +433,8 @@ func TestHTTP1PipelinedTogether(t *testing.T) {
 	for _, a := range as {
 		raw += "GET " + api.ChunkPath("db1", a) + " HTTP/1.1\r\nHost: x\r\n\r\n"
 	}
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialRaw(t, ln.Addr().String(), raw)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
 	br := bufio.NewReader(c)
 	for i, a := range as {
 		resp, err := http.ReadResponse(br, nil)
