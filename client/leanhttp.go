@@ -184,15 +184,12 @@ func (l *leanClient) getMany(ctx context.Context, h *httpService, as []addr.Addr
 		done, keep, err := lc.exchange(ctx, h, as, fn)
 		var idle *idleClosedError
 		switch {
-		case errors.As(err, &idle) && done == 0:
+		case errors.As(err, &idle): // before any answer: the write, or the first answer's first byte
 			lc.close()
 			if attempt == 0 && ctx.Err() == nil {
 				continue // the service closed it while it was idle: once more, on a fresh one
 			}
 			return 0, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, idle.err)}
-		case errors.As(err, &idle):
-			lc.close()
-			return done, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, idle.err)}
 		case keep:
 			l.put(lc)
 		default:
@@ -328,24 +325,22 @@ func (lc *leanConn) roundTrip(h *httpService, as []addr.Addr, fn func(j int, r r
 		}
 		return 0, false, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
 	}
+	keep := true
 	for j, a := range as {
-		r, keep, err := lc.readAnswer(h, a, j == 0)
+		r, k, err := lc.readAnswer(h, a, j == 0)
 		if err != nil {
 			// An error answer read whole keeps the connection if no
 			// answer is left to read on it.
-			return j, keep && j == len(as)-1, err
+			return j, k && j == len(as)-1, err
 		}
 		fn(j, r)
-		if !keep && j < len(as)-1 {
+		if keep = k; !keep && j < len(as)-1 {
 			// The service ends the connection after this answer (it is
 			// shutting down): the rest are for net/http.
 			return j + 1, false, errLeanFallback
 		}
-		if j == len(as)-1 {
-			return len(as), keep, nil
-		}
 	}
-	return 0, true, nil // no addresses
+	return len(as), keep, nil
 }
 
 // readAnswer reads the answer to the GET of chunk a (first: the first of

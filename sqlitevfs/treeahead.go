@@ -695,22 +695,21 @@ func (t *treeAhead) leafAhead(tr *scanTree, pos leafPos, sp *scanProgress) {
 		}
 	}
 	if len(want) > 0 {
-		t.listAheadLocked(want, nil)
+		t.listAheadLocked(want)
 	}
 	t.mu.Unlock()
 }
 
 // listAheadLocked fetches pages want with one ReadPageList in the
-// background and holds them as one batch (follow: its counts, for a
-// group's fetch).
-func (t *treeAhead) listAheadLocked(want []int64, follow *followStats) {
-	b := t.listBatch(want, follow)
+// background and holds them as one batch.
+func (t *treeAhead) listAheadLocked(want []int64) {
+	b := t.listBatch(want, nil)
 	t.ahead = append(t.ahead, b)
 	go t.runList(b)
 }
 
-// listBatch returns the batch of a fetch of pages want (follow:
-// listAheadLocked's).
+// listBatch returns the batch of a fetch of pages want (follow: its
+// counts, for a group's fetch).
 func (t *treeAhead) listBatch(want []int64, follow *followStats) *treeBatch {
 	b := &treeBatch{done: make(chan struct{}), pages: make(map[int64]bool, len(want)), follow: follow, want: want}
 	if follow != nil {
@@ -734,7 +733,7 @@ func (t *treeAhead) runList(b *treeBatch) {
 	}
 }
 
-// planLocked plans a fetch of pages want (follow: listAheadLocked's): the
+// planLocked plans a fetch of pages want (follow: listBatch's): the
 // first read of one of them fetches them all (take), on the reader's
 // thread. A group's lookups come one right after the other, and a batch
 // fetched in the background that a read must wait for costs that read two
