@@ -355,19 +355,23 @@ func (r *Report) sideBySide(b *strings.Builder, cs string) {
 	b.WriteString("\n")
 }
 
-func fmtUS(v float64) string {
-	switch {
-	case v < 10:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	case v < 1000:
+func fmtUS(v float64) string { return fmtDigits(v, 10, 1000, 2) }
+
+func fmtRate(v float64) string {
+	if v < 100 {
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64)
 }
 
-func fmtRate(v float64) string {
-	if v < 100 {
-		return strconv.FormatFloat(v, 'f', 1, 64)
+// fmtDigits renders v with most digits after the point below small, one
+// fewer below large, and none from large up.
+func fmtDigits(v, small, large float64, most int) string {
+	switch {
+	case v < small:
+		return strconv.FormatFloat(v, 'f', most, 64)
+	case v < large:
+		return strconv.FormatFloat(v, 'f', most-1, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64)
 }

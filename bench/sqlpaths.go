@@ -528,16 +528,7 @@ func (t tierSplit) metrics(rep *Report, cs, path string, threads int) {
 
 // fmtMS renders microseconds as milliseconds, with the precision Dolt's
 // tables use for their sizes of figures.
-func fmtMS(us float64) string {
-	ms := us / 1000
-	switch {
-	case ms < 1:
-		return strconv.FormatFloat(ms, 'f', 3, 64)
-	case ms < 100:
-		return strconv.FormatFloat(ms, 'f', 2, 64)
-	}
-	return strconv.FormatFloat(ms, 'f', 0, 64)
-}
+func fmtMS(us float64) string { return fmtDigits(us/1000, 1, 100, 3) }
 
 // fmtWall renders a wall time for the seed's table.
 func fmtWall(us float64) string {

@@ -223,12 +223,18 @@ func (h *httpService) root(ctx context.Context, fresh bool) (addr.Addr, error) {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
 		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: %w", h.base, h.db, err)
 	}
-	if fresh && info.Stale {
-		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: a fresh root was asked for, but the service could not check the store's manifest", h.base, h.db)
-	}
 	root, err := addr.Parse(info.Root)
-	if err != nil {
-		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: root: %w", h.base, h.db, err)
+	return checkRoot(h.base, h.db, root, err, fresh, info.Stale)
+}
+
+// checkRoot is the end of every service's root: the answer parsed
+// (perr, its error) and, when a fresh one was asked for, fresh.
+func checkRoot(service, db string, root addr.Addr, perr error, fresh, stale bool) (addr.Addr, error) {
+	if fresh && stale {
+		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: a fresh root was asked for, but the service could not check the store's manifest", service, db)
+	}
+	if perr != nil {
+		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: root: %w", service, db, perr)
 	}
 	return root, nil
 }
@@ -351,14 +357,8 @@ func (g *grpcService) root(ctx context.Context, fresh bool) (addr.Addr, error) {
 	if err != nil {
 		return addr.Addr{}, g.grpcError(err)
 	}
-	if fresh && resp.Stale {
-		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: a fresh root was asked for, but the service could not check the store's manifest", g.target, g.db)
-	}
 	root, err := addr.FromBytes(resp.Root)
-	if err != nil {
-		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: root: %w", g.target, g.db, err)
-	}
-	return root, nil
+	return checkRoot(g.target, g.db, root, err, fresh, resp.Stale)
 }
 
 // grpcError classifies a failed call: Unavailable is a connection

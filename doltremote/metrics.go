@@ -3,6 +3,7 @@ package doltremote
 import (
 	"time"
 
+	"github.com/chunkd/chunkd/internal/prom"
 	"github.com/chunkd/chunkd/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,20 +16,15 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	r := prom.Registry{Registerer: reg}
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chunkd_dolt_requests_total", Help: "Dolt remote requests, by method (the gRPC method, or download) and status (gRPC code or HTTP status).",
-		}, []string{"method", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "chunkd_dolt_request_duration_seconds",
-			Help:    "Dolt remote request latency, by method; a download's covers its whole body.",
-			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20), // 50µs .. 26s
-		}, []string{"method"}),
-		fileBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chunkd_dolt_file_bytes_total", Help: "Table-file bytes sent to Dolt clients, by source (disk, partial, store).",
-		}, []string{"source"}),
+		requests: r.CounterVec("chunkd_dolt_requests_total",
+			"Dolt remote requests, by method (the gRPC method, or download) and status (gRPC code or HTTP status).", "method", "code"),
+		latency: r.Latency("chunkd_dolt_request_duration_seconds",
+			"Dolt remote request latency, by method; a download's covers its whole body.", 50e-6, 20, "method"), // 50µs .. 26s
+		fileBytes: r.CounterVec("chunkd_dolt_file_bytes_total",
+			"Table-file bytes sent to Dolt clients, by source (disk, partial, store).", "source"),
 	}
-	reg.MustRegister(m.requests, m.latency, m.fileBytes)
 	for _, s := range []string{"disk", "partial", "store"} {
 		m.fileBytes.WithLabelValues(s)
 	}

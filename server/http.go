@@ -25,18 +25,20 @@ func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	for _, r := range routes {
 		mux.Handle(r.Pattern, r.Handler)
 	}
-	mux.HandleFunc(api.PatternChunk, h.observe("http_get_chunk", h.getChunk))
-	mux.HandleFunc(api.PatternChunks, h.observe("http_get_chunks", h.getChunks))
-	mux.HandleFunc(api.PatternDB, h.observe("http_db_info", h.dbInfo))
-	mux.HandleFunc(api.PatternDBs, h.observe("http_list_dbs", h.listDBs))
-	mux.HandleFunc(api.PatternCache, h.observe("http_cache", h.cacheSummary))
-	mux.HandleFunc(api.PatternDropCache, h.observe("http_drop_cache", h.dropCache))
-	mux.HandleFunc(api.PatternRoot, h.observe("http_root", h.root))
-	mux.HandleFunc(api.PatternOpenSet, h.observe("http_open_set", h.openSet))
-	mux.HandleFunc(api.PatternVersionImage, h.observe("http_version_image", h.versionImage))
-	mux.HandleFunc(api.PatternImages, h.observe("http_register_image", h.registerImage))
-	mux.HandleFunc(api.PatternImage, h.observe("http_get_image", h.getImage))
-	mux.HandleFunc(api.PatternImageFill, h.observe("http_fill_image", h.fillImage))
+	for _, e := range []struct {
+		pattern, name string
+		fn            http.HandlerFunc
+	}{
+		{api.PatternChunk, "http_get_chunk", h.getChunk}, {api.PatternChunks, "http_get_chunks", h.getChunks},
+		{api.PatternDB, "http_db_info", h.dbInfo}, {api.PatternDBs, "http_list_dbs", h.listDBs},
+		{api.PatternCache, "http_cache", h.cacheSummary}, {api.PatternDropCache, "http_drop_cache", h.dropCache},
+		{api.PatternRoot, "http_root", h.root}, {api.PatternOpenSet, "http_open_set", h.openSet},
+		{api.PatternVersionImage, "http_version_image", h.versionImage},
+		{api.PatternImages, "http_register_image", h.registerImage}, {api.PatternImage, "http_get_image", h.getImage},
+		{api.PatternImageFill, "http_fill_image", h.fillImage},
+	} {
+		mux.HandleFunc(e.pattern, h.observe(e.name, e.fn))
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/prom"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -34,65 +35,39 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	r := prom.Registry{Registerer: reg}
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chunkd_requests_total", Help: "API requests, by API and status code.",
-		}, []string{"api", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "chunkd_request_duration_seconds",
-			Help:    "API request latency, by API.",
-			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 18), // 25µs .. 3.3s
-		}, []string{"api"}),
-		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chunkd_chunk_hits_total", Help: "Chunks served, by the tier that had them (memory, disk, partial, store).",
-		}, []string{"tier"}),
-		hitBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chunkd_chunk_bytes_total", Help: "Decoded chunk bytes served, by tier.",
-		}, []string{"tier"}),
-		storeReqs: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chunkd_store_reads_total", Help: "Ranged reads sent to the object store (read-through and index loads).",
-		}),
-		storeBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chunkd_store_bytes_total", Help: "Bytes read from the object store, downloads included.",
-		}),
-		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chunkd_downloads_total", Help: "Whole-file downloads, by result (started, finished, failed).",
-		}, []string{"result"}),
-		diskBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "chunkd_disk_bytes", Help: "Bytes of table files on disk, including space reserved by downloads.",
-		}),
-		evictions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chunkd_evictions_total", Help: "Table files evicted from disk.",
-		}),
-		diskReads: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chunkd_disk_reads_total", Help: "Read calls made on cached or downloading files to serve chunks.",
-		}),
-		corrupt: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chunkd_corrupt_files_total", Help: "Cached table files dropped because they failed a check when read or opened (the chunks were read from the store instead).",
-		}),
-		storeCorrupt: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chunkd_store_corrupt_files_total", Help: "Table files whose copy in the store failed verification (a chunk that does not hash to its address); they are never downloaded.",
-		}),
-		proofFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chunkd_proof_failures_total", Help: "Chunks read from the store or a download in progress whose bytes failed to decode or to hash to their address; none was served.",
-		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chunkd_rejected_requests_total", Help: "Requests refused before they reached an API handler, by reason (e.g. a gRPC message over the size limit).",
-		}, []string{"api", "reason"}),
-		imageBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "chunkd_image_bytes", Help: "Bytes of page images (slots) in the cache directory, filled or not.",
-		}),
+		requests: r.CounterVec("chunkd_requests_total", "API requests, by API and status code.", "api", "code"),
+		latency:  r.Latency("chunkd_request_duration_seconds", "API request latency, by API.", 25e-6, 18, "api"), // 25µs .. 3.3s
+		hits: r.CounterVec("chunkd_chunk_hits_total",
+			"Chunks served, by the tier that had them (memory, disk, partial, store).", "tier"),
+		hitBytes:   r.CounterVec("chunkd_chunk_bytes_total", "Decoded chunk bytes served, by tier.", "tier"),
+		storeReqs:  r.Counter("chunkd_store_reads_total", "Ranged reads sent to the object store (read-through and index loads)."),
+		storeBytes: r.Counter("chunkd_store_bytes_total", "Bytes read from the object store, downloads included."),
+		downloads: r.CounterVec("chunkd_downloads_total",
+			"Whole-file downloads, by result (started, finished, failed).", "result"),
+		diskBytes: r.Gauge("chunkd_disk_bytes", "Bytes of table files on disk, including space reserved by downloads."),
+		evictions: r.Counter("chunkd_evictions_total", "Table files evicted from disk."),
+		diskReads: r.Counter("chunkd_disk_reads_total", "Read calls made on cached or downloading files to serve chunks."),
+		corrupt: r.Counter("chunkd_corrupt_files_total",
+			"Cached table files dropped because they failed a check when read or opened (the chunks were read from the store instead)."),
+		storeCorrupt: r.Counter("chunkd_store_corrupt_files_total",
+			"Table files whose copy in the store failed verification (a chunk that does not hash to its address); they are never downloaded."),
+		proofFailures: r.Counter("chunkd_proof_failures_total",
+			"Chunks read from the store or a download in progress whose bytes failed to decode or to hash to their address; none was served."),
+		rejected: r.CounterVec("chunkd_rejected_requests_total",
+			"Requests refused before they reached an API handler, by reason (e.g. a gRPC message over the size limit).", "api", "reason"),
+		imageBytes: r.Gauge("chunkd_image_bytes", "Bytes of page images (slots) in the cache directory, filled or not."),
 	}
-	perServed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "chunkd_store_bytes_per_served_byte", Help: "Bytes read from the store (downloads, read-through, index loads) per decoded chunk byte served, since start.",
-	}, func() float64 {
-		served := m.servedBytes.Load()
-		if served == 0 {
-			return 0
-		}
-		return float64(m.readBytes.Load()) / float64(served)
-	})
-	reg.MustRegister(m.requests, m.latency, m.hits, m.hitBytes, m.storeReqs, m.storeBytes, m.downloads, m.diskBytes, m.evictions, m.diskReads, m.corrupt, m.storeCorrupt, m.proofFailures, m.rejected, m.imageBytes, perServed)
+	r.GaugeFunc("chunkd_store_bytes_per_served_byte",
+		"Bytes read from the store (downloads, read-through, index loads) per decoded chunk byte served, since start.",
+		func() float64 {
+			served := m.servedBytes.Load()
+			if served == 0 {
+				return 0
+			}
+			return float64(m.readBytes.Load()) / float64(served)
+		})
 	for _, r := range []string{"started", "finished", "failed"} {
 		m.downloads.WithLabelValues(r)
 	}

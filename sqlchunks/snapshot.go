@@ -26,14 +26,9 @@ import (
 // rewritten, compacted copy (pages of later versions then match less,
 // since VACUUM lays the file out anew).
 func snapshot(ctx context.Context, src, dst string, pageSize int) error {
-	srcDB, err := sql.Open("sqlite3", uriFile(src)+"?mode=ro&_busy_timeout=10000")
+	srcConn, err := openConn(ctx, src, "?mode=ro&_busy_timeout=10000")
 	if err != nil {
 		return err
-	}
-	defer srcDB.Close()
-	srcConn, err := srcDB.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", src, err)
 	}
 	defer srcConn.Close()
 	if pageSize != 0 {
@@ -46,14 +41,9 @@ func snapshot(ctx context.Context, src, dst string, pageSize int) error {
 		return nil
 	}
 
-	dstDB, err := sql.Open("sqlite3", uriFile(dst))
+	dstConn, err := openConn(ctx, dst, "")
 	if err != nil {
 		return err
-	}
-	defer dstDB.Close()
-	dstConn, err := dstDB.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dst, err)
 	}
 	defer dstConn.Close()
 	// The copy is scratch: no journal, no syncs.
@@ -119,4 +109,34 @@ func uriFile(path string) string {
 		}
 	}
 	return string(b)
+}
+
+// openConn opens one connection to the SQLite file at path, with the URI
+// parameters params ("" or "?..."). Closing the connection closes its
+// pool.
+func openConn(ctx context.Context, path, params string) (*dbConn, error) {
+	db, err := sql.Open("sqlite3", uriFile(path)+params)
+	if err != nil {
+		return nil, err
+	}
+	c, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &dbConn{Conn: c, db: db}, nil
+}
+
+// dbConn is a connection that owns its pool.
+type dbConn struct {
+	*sql.Conn
+	db *sql.DB
+}
+
+func (c *dbConn) Close() error {
+	err := c.Conn.Close()
+	if cerr := c.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

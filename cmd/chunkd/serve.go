@@ -77,14 +77,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if *storeURL == "" || *cacheDir == "" {
 		return usagef("--store and --cache-dir are required")
 	}
-	var policy server.MissPolicy
-	switch *miss {
-	case "read-through":
-		policy = server.ReadThrough
-	case "notfound":
-		policy = server.NotFound
-	default:
-		return usagef("--miss must be read-through or notfound, not %q", *miss)
+	policy, err := missPolicy(*miss)
+	if err != nil {
+		return err
 	}
 	if mem <= 0 || disk <= 0 || *storeTimeout <= 0 || *manifestTTL <= 0 || *clientTimeout <= 0 {
 		return usagef("--mem, --disk, --store-timeout, --manifest-ttl and --client-timeout must be positive")
@@ -185,6 +180,17 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	warnExposed(log, "the Dolt remote's gRPC", *dolt.listen, tlsCfg != nil, authz != nil)
 
 	return serveUntilDone(ctx, log, errc, http1, grpcSrv, dolt, cache)
+}
+
+// missPolicy reads --miss.
+func missPolicy(miss string) (server.MissPolicy, error) {
+	switch miss {
+	case "read-through":
+		return server.ReadThrough, nil
+	case "notfound":
+		return server.NotFound, nil
+	}
+	return 0, usagef("--miss must be read-through or notfound, not %q", miss)
 }
 
 // serveUntilDone waits until ctx ends or a server fails (its error on
