@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/chunkd/chunkd/internal/spin"
 )
 
 // blockingConn is a lean connection read and written with blocking
@@ -28,6 +30,9 @@ import (
 // once. The connection is not used after either.
 type blockingConn struct {
 	net.Conn // for its addresses; its own descriptor is closed
+	// spin polls for an answer before a read blocks (package spin: a
+	// blocked read on a VM costs a wake-up through the hypervisor).
+	spin *spin.Policy
 
 	mu       sync.Mutex // guards what follows against a cancel or Close in another goroutine
 	fd       int
@@ -38,9 +43,10 @@ type blockingConn struct {
 	sndTimed bool // SO_SNDTIMEO holds a timeout
 }
 
-// blocking returns nc as a blockingConn, or nc itself when it is not a
-// TCP connection or its descriptor cannot be taken.
-func blocking(nc net.Conn) net.Conn {
+// blocking returns nc as a blockingConn whose reads poll as sp says, or
+// nc itself when it is not a TCP connection or its descriptor cannot be
+// taken.
+func blocking(nc net.Conn, sp *spin.Policy) net.Conn {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
 		return nc
@@ -68,7 +74,7 @@ func blocking(nc net.Conn) net.Conn {
 		syscall.Close(fd)
 		return nc // closed: its first use fails, and the caller dials again
 	}
-	return &blockingConn{Conn: nc, fd: fd}
+	return &blockingConn{Conn: nc, fd: fd, spin: sp}
 }
 
 func (c *blockingConn) Read(p []byte) (int, error) {
@@ -79,7 +85,14 @@ func (c *blockingConn) Read(p []byte) (int, error) {
 		if err := c.begin(syscall.SO_RCVTIMEO); err != nil {
 			return 0, err
 		}
-		n, err := syscall.Read(c.fd, p)
+		var n int
+		var err error
+		if !c.spin.Wait(func() bool {
+			n, _, err = syscall.Recvfrom(c.fd, p, syscall.MSG_DONTWAIT)
+			return err != syscall.EAGAIN
+		}) {
+			n, err = syscall.Read(c.fd, p)
+		}
 		c.end()
 		switch {
 		case err == syscall.EINTR:

@@ -31,7 +31,7 @@ func dialBlocking(t *testing.T) (*blockingConn, net.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { peer.Close() })
-	bc, ok := blocking(nc).(*blockingConn)
+	bc, ok := blocking(nc, nil).(*blockingConn)
 	if !ok {
 		t.Fatal("a TCP connection did not become a blockingConn")
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/spin"
 )
 
 // The lean path: a single-chunk GET over plain HTTP, written and read by
@@ -67,7 +68,8 @@ type leanClient struct {
 	auth     string // "Authorization: Bearer …\r\n", or ""
 	maxIdle  int
 	dialer   net.Dialer
-	poll     bool // on Go's network poller rather than blocking calls
+	poll     bool         // on Go's network poller rather than blocking calls
+	spin     *spin.Policy // how a blocking read polls first (blocking_unix.go)
 
 	// blocking counts the connections on blocking calls: each holds a
 	// thread while its request is in flight, so there are at most
@@ -93,7 +95,7 @@ type leanConn struct {
 
 // newLeanClient returns the lean path for u, or nil when u is not plain
 // HTTP to a host and a path it can write as they are, or when turned off.
-func newLeanClient(u *url.URL, token string, maxIdle int) *leanClient {
+func newLeanClient(u *url.URL, token string, maxIdle int, sp *spin.Policy) *leanClient {
 	if u.Scheme != "http" || os.Getenv(leanEnv) == "0" || u.RawQuery != "" || u.User != nil {
 		return nil
 	}
@@ -111,6 +113,7 @@ func newLeanClient(u *url.URL, token string, maxIdle int) *leanClient {
 		maxIdle:  maxIdle,
 		dialer:   net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second},
 		poll:     os.Getenv(leanEnv) == "poll",
+		spin:     sp,
 	}
 	if token != "" {
 		l.auth = "Authorization: Bearer " + token + "\r\n"
@@ -220,7 +223,7 @@ func (l *leanClient) conn(ctx context.Context) (*leanConn, error) {
 	}
 	lc := &leanConn{nc: nc, l: l}
 	if !l.poll && l.blocking.Add(1) <= leanBlockingMax {
-		lc.nc = blocking(nc)
+		lc.nc = blocking(nc, l.spin)
 		_, lc.blocking = lc.nc.(*blockingConn)
 	}
 	if !l.poll && !lc.blocking {

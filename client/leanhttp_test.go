@@ -120,7 +120,7 @@ func (s *rawServer) service(t *testing.T, token string) *httpService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHTTPService(u, "db1", 4, nil, token)
+	h := newHTTPService(u, "db1", 4, nil, token, nil)
 	if h.lean == nil {
 		t.Fatal("no lean path for a plain http:// service")
 	}
@@ -392,7 +392,7 @@ func TestLeanRefused(t *testing.T) {
 	}
 	u, _ := url.Parse("http://" + l.Addr().String())
 	l.Close()
-	h := newHTTPService(u, "db1", 4, nil, "")
+	h := newHTTPService(u, "db1", 4, nil, "", nil)
 	defer h.close()
 	_, err = h.get(context.Background(), testAddr)
 	var se *serviceError
@@ -416,16 +416,16 @@ func TestLeanOnlyForPlainHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := newLeanClient(u, "", 4) != nil; got != want {
+		if got := newLeanClient(u, "", 4, nil) != nil; got != want {
 			t.Errorf("%s: lean %v, want %v", raw, got, want)
 		}
 	}
 	u, _ := url.Parse("http://127.0.0.1:7070")
-	if newLeanClient(u, "bad\r\ntoken", 4) != nil {
+	if newLeanClient(u, "bad\r\ntoken", 4, nil) != nil {
 		t.Error("lean path for a token that is no header value")
 	}
 	t.Setenv(leanEnv, "0")
-	if newLeanClient(u, "", 4) != nil {
+	if newLeanClient(u, "", 4, nil) != nil {
 		t.Errorf("lean path with %s=0", leanEnv)
 	}
 }
@@ -433,7 +433,7 @@ func TestLeanOnlyForPlainHTTP(t *testing.T) {
 func TestLeanPrefix(t *testing.T) {
 	s := startRaw(t, func(int, *http.Request) string { return ok("page", "memory") })
 	u, _ := url.Parse("http://" + s.l.Addr().String() + "/cache/")
-	h := newHTTPService(u, "db1", 4, nil, "")
+	h := newHTTPService(u, "db1", 4, nil, "", nil)
 	defer h.close()
 	if _, err := h.get(context.Background(), testAddr); err != nil {
 		t.Fatal(err)

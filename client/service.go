@@ -18,6 +18,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/internal/spin"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -67,7 +68,7 @@ func (e *serviceError) Unwrap() error { return e.err }
 
 // newService connects to the service at rawURL (no I/O yet: connections
 // are made on first use).
-func newService(rawURL, db string, concurrency int, auth serviceAuth) (service, error) {
+func newService(rawURL, db string, concurrency int, auth serviceAuth, sp *spin.Policy) (service, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("client: service address %q: want http://host:port or grpc://host:port (https:// or grpcs:// for TLS)", rawURL)
@@ -85,7 +86,7 @@ func newService(rawURL, db string, concurrency int, auth serviceAuth) (service, 
 	}
 	switch u.Scheme {
 	case "http", "https":
-		return newHTTPService(u, db, concurrency, tlsCfg, auth.token), nil
+		return newHTTPService(u, db, concurrency, tlsCfg, auth.token, sp), nil
 	case "grpc", "grpcs":
 		return newGRPCService(u, db, tlsCfg, auth.token)
 	}
@@ -102,7 +103,7 @@ type httpService struct {
 	lean  *leanClient // nil: every request through net/http
 }
 
-func newHTTPService(u *url.URL, db string, concurrency int, tlsCfg *tls.Config, token string) *httpService {
+func newHTTPService(u *url.URL, db string, concurrency int, tlsCfg *tls.Config, token string, sp *spin.Policy) *httpService {
 	tr := &http.Transport{
 		// A cache service is near the client; a proxy only adds latency.
 		Proxy: nil,
@@ -126,7 +127,7 @@ func newHTTPService(u *url.URL, db string, concurrency int, tlsCfg *tls.Config, 
 		tr:    tr,
 		hc:    &http.Client{Transport: tr},
 		token: token,
-		lean:  newLeanClient(u, token, tr.MaxIdleConnsPerHost),
+		lean:  newLeanClient(u, token, tr.MaxIdleConnsPerHost, sp),
 	}
 }
 

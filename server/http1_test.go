@@ -17,6 +17,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/spin"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -48,7 +49,9 @@ func newHTTP1Pair(t *testing.T, h http.Handler, fast func(*http.Request) bool, o
 	}
 	go plain.Serve(lp) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { plain.Close() })
-	p.h1 = &HTTP1{Fast: fast, Server: &http.Server{Handler: h, ErrorLog: quietLog(), ConnState: func(_ net.Conn, s http.ConnState) {
+	// Spin as chunkd serve sets it: every test here also covers a
+	// connection that polls for its next request.
+	p.h1 = &HTTP1{Fast: fast, Spin: spin.DefaultMax, Server: &http.Server{Handler: h, ErrorLog: quietLog(), ConnState: func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			p.handed.Add(1)
 		}

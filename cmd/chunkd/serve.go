@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/chunkd/chunkd/internal/spin"
 	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/store"
 	"github.com/dustin/go-humanize"
@@ -53,6 +54,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	manifestTTL := fs.Duration("manifest-ttl", 5*time.Second, "how stale a manifest may be before a miss re-reads it")
 	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
 	clientTimeout := fs.Duration("client-timeout", 30*time.Second, "the longest the service waits on a client: to send a request, or to take the next part of an answer")
+	spinWait := fs.Duration("spin", spin.DefaultMax, "how long an HTTP connection just answered polls for its next request before it parks, saving a wake-up on a VM (0: never)")
 	var sec secureFlags
 	sec.add(fs)
 	dolt := addDoltFlags(fs)
@@ -145,7 +147,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	// Reads of one chunk are answered on their connection's goroutine;
 	// every other request goes on to httpSrv (server.HTTP1).
-	http1 := &server.HTTP1{Server: httpSrv, Fast: server.ChunkReads(router)}
+	http1 := &server.HTTP1{Server: httpSrv, Fast: server.ChunkReads(router), Spin: *spinWait}
 	errc := make(chan error, 3)
 	go func() { errc <- http1.Serve(hl) }()
 

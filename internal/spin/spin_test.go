@@ -1,0 +1,91 @@
+package spin
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestWaitReady(t *testing.T) {
+	var p Policy
+	calls := 0
+	if !p.Wait(func() bool { calls++; return calls == 3 }) {
+		t.Fatal("Wait gave up on bytes that came on the third poll")
+	}
+	if calls != 3 || p.Stats().Ready.Load() != 1 {
+		t.Fatalf("calls %d, ready %d: want 3 and 1", calls, p.Stats().Ready.Load())
+	}
+}
+
+func TestWaitNever(t *testing.T) {
+	for name, p := range map[string]*Policy{"nil": nil, "negative": {Max: -1}} {
+		if p.Wait(func() bool { t.Errorf("%s: polled", name); return true }) {
+			t.Errorf("%s: Wait reported bytes without polling", name)
+		}
+	}
+}
+
+// TestWaitExpires: a poll that finds nothing ends after Max, and a run of
+// them stops polling for skipFor waits, then polling starts again.
+func TestWaitExpires(t *testing.T) {
+	p := Policy{Max: 200 * time.Microsecond}
+	for i := 0; i < failRun; i++ {
+		start := time.Now()
+		if p.Wait(func() bool { return false }) {
+			t.Fatal("Wait reported bytes that never came")
+		}
+		if took := time.Since(start); took < p.Max {
+			t.Fatalf("poll %d ended after %v, before Max (%v)", i, took, p.Max)
+		}
+	}
+	for i := 0; i < skipFor; i++ {
+		if p.Wait(func() bool { t.Fatalf("wait %d after %d expiries polled", i, failRun); return true }) {
+			t.Fatal("a skipped wait reported bytes")
+		}
+	}
+	if !p.Wait(func() bool { return true }) {
+		t.Fatal("polling did not start again after the skipped waits")
+	}
+	st := p.Stats()
+	if st.Expired.Load() != failRun || st.Skipped.Load() != skipFor || st.Ready.Load() != 1 {
+		t.Fatalf("expired %d skipped %d ready %d, want %d %d 1", st.Expired.Load(), st.Skipped.Load(), st.Ready.Load(), failRun, skipFor)
+	}
+}
+
+// TestWaitLimit: no more than limit waiters poll at once; the others
+// return at once, unpolled.
+func TestWaitLimit(t *testing.T) {
+	p := Policy{Max: 10 * time.Second}
+	release := make(chan struct{})
+	var polling sync.WaitGroup
+	polling.Add(int(limit))
+	var done sync.WaitGroup
+	for i := 0; i < int(limit); i++ {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			first := true
+			p.Wait(func() bool {
+				if first {
+					first = false
+					polling.Done()
+				}
+				select {
+				case <-release:
+					return true
+				default:
+					return false
+				}
+			})
+		}()
+	}
+	polling.Wait()
+	if p.Wait(func() bool { t.Error("a waiter over the limit polled"); return true }) {
+		t.Error("a waiter over the limit reported bytes")
+	}
+	close(release)
+	done.Wait()
+	if got := p.Stats().Ready.Load(); got != int64(limit) {
+		t.Fatalf("ready %d, want %d", got, limit)
+	}
+}
