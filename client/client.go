@@ -147,10 +147,10 @@ type Options struct {
 	// HTTP, on the caller's thread) polls for it before it blocks: on a
 	// virtual machine a blocked read's wake-up costs about as much as a
 	// page request itself (package internal/spin). 0 means 50 µs; a
-	// negative value never polls, and so does CHUNKD_SPIN=0 in the
-	// environment, for A/B measurements. At most one reader per two CPUs
-	// polls at a time, and polling pauses after answers that did not come
-	// in time.
+	// negative value never polls. CHUNKD_SPIN in the environment (a
+	// duration, as chunkd serve's --spin; "0" never polls) overrides it,
+	// for A/B measurements. At most one reader per two CPUs polls at a
+	// time, and polling pauses after answers that did not come in time.
 	SpinWait time.Duration
 	// Logger gets warnings (a service that sent a wrong chunk, backing off
 	// from the service) and debug messages. nil means slog.Default().
@@ -517,13 +517,16 @@ func (c *Client) Close() error {
 	return c.closeErr
 }
 
-// spinEnv turns polling off when "0" (Options.SpinWait).
+// spinEnv overrides Options.SpinWait: a duration, "0" for never.
 const spinEnv = "CHUNKD_SPIN"
 
 // spinPolicy is a client's polling policy for Options.SpinWait d.
 func spinPolicy(d time.Duration) *spin.Policy {
-	if os.Getenv(spinEnv) == "0" {
-		d = -1
+	if v, err := time.ParseDuration(os.Getenv(spinEnv)); err == nil {
+		d = v
+		if v == 0 {
+			d = -1
+		}
 	}
 	return &spin.Policy{Max: d}
 }

@@ -10,12 +10,13 @@
 // it that long first, as Go's scheduler spins before it parks a thread
 // and as Linux's haltpoll does for an idle CPU (off on that VM).
 //
-// Polling costs a CPU, so a Policy bounds it three ways: each wait polls
-// for at most Max; at most one waiter per two CPUs polls at a time; and
-// after a run of waits whose bytes did not come within Max (a client
-// busy elsewhere, a slow answer), the next waits do not poll at all for
-// a while. Between polls the waiter yields its CPU (sched_yield), so
-// that another runnable thread on it runs first.
+// Polling costs a CPU, so a Policy bounds it four ways: each wait polls
+// for at most Max; at most one waiter per two CPUs polls at a time; after
+// a run of waits whose bytes did not come within Max (a client busy
+// elsewhere, a slow answer), the next waits do not poll at all for a
+// while; and between polls the waiter yields its CPU (sched_yield), so
+// that another runnable thread on it runs first, and once another did
+// (the yield took long) the CPUs are busy and the wait stops polling.
 package spin
 
 import (
@@ -31,6 +32,10 @@ const (
 	failRun = 4  // waits in a row that found nothing: stop polling...
 	skipFor = 32 // ...for this many waits
 )
+
+// busyYield is how long a yield takes when it ran another thread: one
+// that only returns takes about a microsecond. (A variable for tests.)
+var busyYield = 10 * time.Microsecond
 
 // Policy decides whether and how long a wait polls. The zero Policy
 // polls for DefaultMax; a negative Max, or a nil Policy, never polls. A
@@ -48,7 +53,8 @@ type Policy struct {
 type Stats struct {
 	Ready   atomic.Int64 // polls that found the bytes
 	Expired atomic.Int64 // polls that ran for Max and found nothing
-	Skipped atomic.Int64 // waits that did not poll (busy CPUs, a run of expiries)
+	Skipped atomic.Int64 // waits that did not poll (other pollers, a run of expiries)
+	Busy    atomic.Int64 // polls ended because another thread wanted the CPU
 }
 
 // Stats returns p's counters.
@@ -85,16 +91,22 @@ func (p *Policy) Wait(ready func() bool) bool {
 	}
 	defer p.active.Add(-1)
 	start := time.Now()
-	for {
+	for busy := false; ; {
 		if ready() {
 			p.fails.Store(0)
 			p.stats.Ready.Add(1)
 			return true
 		}
-		if time.Since(start) >= d {
+		if busy {
+			p.stats.Busy.Add(1)
+			return false
+		}
+		now := time.Now()
+		if now.Sub(start) >= d {
 			break
 		}
 		yield()
+		busy = time.Since(now) >= busyYield
 	}
 	p.stats.Expired.Add(1)
 	if p.fails.Add(1) >= failRun {

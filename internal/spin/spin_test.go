@@ -1,10 +1,18 @@
 package spin
 
 import (
+	"os"
 	"sync"
 	"testing"
 	"time"
 )
+
+// TestMain lets no yield count as busy, but in TestWaitBusy: the machine
+// that runs the tests may well be busy.
+func TestMain(m *testing.M) {
+	busyYield = time.Hour
+	os.Exit(m.Run())
+}
 
 func TestWaitReady(t *testing.T) {
 	var p Policy
@@ -87,5 +95,19 @@ func TestWaitLimit(t *testing.T) {
 	done.Wait()
 	if got := p.Stats().Ready.Load(); got != int64(limit) {
 		t.Fatalf("ready %d, want %d", got, limit)
+	}
+}
+
+// TestWaitBusy: a yield that took long ends the poll after one more look.
+func TestWaitBusy(t *testing.T) {
+	defer func(d time.Duration) { busyYield = d }(busyYield)
+	busyYield = 0 // every yield counts as busy
+	p := Policy{Max: time.Hour}
+	calls := 0
+	if p.Wait(func() bool { calls++; return false }) {
+		t.Fatal("Wait reported bytes that never came")
+	}
+	if calls != 2 || p.Stats().Busy.Load() != 1 {
+		t.Fatalf("polled %d times, busy %d: want 2 and 1", calls, p.Stats().Busy.Load())
 	}
 }
