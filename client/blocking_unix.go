@@ -87,12 +87,14 @@ func (c *blockingConn) Read(p []byte) (int, error) {
 		}
 		var n int
 		var err error
+		c.spin.Begin()
 		if !c.spin.Wait(func() bool {
 			n, _, err = syscall.Recvfrom(c.fd, p, syscall.MSG_DONTWAIT)
 			return err != syscall.EAGAIN
 		}) {
 			n, err = syscall.Read(c.fd, p)
 		}
+		c.spin.End()
 		c.end()
 		switch {
 		case err == syscall.EINTR:

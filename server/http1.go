@@ -304,16 +304,24 @@ func (c *http1Conn) serve() {
 			return
 		}
 		c.br.Discard(n)
-		if !c.answer(req) {
-			c.flush() //nolint:errcheck // closing anyway: what was answered goes out
-			c.nc.Close()
-			return
-		}
-		if c.br.Buffered() == 0 && c.flush() != nil {
+		if !c.serveOne(req) {
 			c.nc.Close()
 			return
 		}
 	}
+}
+
+// serveOne answers req, as work in progress for the polling policy (a
+// connection polls for its next request only while no other is being
+// answered), and reports whether the connection goes on.
+func (c *http1Conn) serveOne(req *http.Request) bool {
+	c.s.spin.Begin()
+	defer c.s.spin.End()
+	if !c.answer(req) {
+		c.flush() //nolint:errcheck // closing anyway: what was answered goes out
+		return false
+	}
+	return c.br.Buffered() > 0 || c.flush() == nil
 }
 
 // http1Coalesce bounds the answers kept to be written together.
@@ -338,10 +346,12 @@ func (c *http1Conn) flush() error {
 // none to serve (the client closed, the wait timed out, Shutdown).
 func (c *http1Conn) waitRequest(first bool) bool {
 	if !first && c.raw != nil && c.br.Buffered() == 0 {
+		c.s.spin.Begin()
 		c.raw.Read(func(fd uintptr) bool { //nolint:errcheck // a failed poll ends in the Peek below
 			c.s.spin.Wait(func() bool { return pending(fd) })
 			return true
 		})
+		c.s.spin.End()
 	}
 	c.mu.Lock()
 	if c.closing {

@@ -2,7 +2,6 @@ package spin
 
 import (
 	"os"
-	"sync"
 	"testing"
 	"time"
 )
@@ -60,41 +59,27 @@ func TestWaitExpires(t *testing.T) {
 	}
 }
 
-// TestWaitLimit: no more than limit waiters poll at once; the others
-// return at once, unpolled.
-func TestWaitLimit(t *testing.T) {
-	p := Policy{Max: 10 * time.Second}
-	release := make(chan struct{})
-	var polling sync.WaitGroup
-	polling.Add(int(limit))
-	var done sync.WaitGroup
-	for i := 0; i < int(limit); i++ {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			first := true
-			p.Wait(func() bool {
-				if first {
-					first = false
-					polling.Done()
-				}
-				select {
-				case <-release:
-					return true
-				default:
-					return false
-				}
-			})
-		}()
+// TestWaitAlone: a waiter polls only while it is the only work in
+// progress, and stops polling when other work begins.
+func TestWaitAlone(t *testing.T) {
+	p := Policy{Max: time.Hour}
+	p.Begin() // the waiter
+	p.Begin() // other work
+	if p.Wait(func() bool { t.Error("polled beside other work"); return true }) {
+		t.Error("a wait beside other work reported bytes")
 	}
-	polling.Wait()
-	if p.Wait(func() bool { t.Error("a waiter over the limit polled"); return true }) {
-		t.Error("a waiter over the limit reported bytes")
+	p.End()
+	calls := 0
+	if p.Wait(func() bool {
+		if calls++; calls == 3 {
+			p.Begin() // other work begins during the poll
+		}
+		return false
+	}) {
+		t.Fatal("Wait reported bytes that never came")
 	}
-	close(release)
-	done.Wait()
-	if got := p.Stats().Ready.Load(); got != int64(limit) {
-		t.Fatalf("ready %d, want %d", got, limit)
+	if calls != 3 || p.Stats().Busy.Load() != 1 || p.Stats().Skipped.Load() != 1 {
+		t.Fatalf("polled %d times, busy %d, skipped %d: want 3, 1, 1", calls, p.Stats().Busy.Load(), p.Stats().Skipped.Load())
 	}
 }
 
