@@ -540,8 +540,16 @@ func TestLeanPipelined(t *testing.T) {
 	})
 	_, before := s.counts()
 	checkBatch(t, h, as[:6], missing)
+	// The POST may be logged before GETs the service read after the
+	// closing answer and left unanswered: look for it among them all.
 	_, reqs := s.counts()
-	if last := s.request(reqs - 1); last.Method != http.MethodPost {
-		t.Fatalf("after a closing answer, the last of %d requests is a %s; want the rest as a POST", reqs-before, last.Method)
+	posts := 0
+	for i := before; i < reqs; i++ {
+		if s.request(i).Method == http.MethodPost {
+			posts++
+		}
+	}
+	if posts != 1 {
+		t.Fatalf("after a closing answer, %d of %d requests are a POST; want the rest as one POST", posts, reqs-before)
 	}
 }
