@@ -146,11 +146,12 @@ type Options struct {
 	// SpinWait is how long a read of the cache service's answer (plain
 	// HTTP, on the caller's thread) polls for it before it blocks: on a
 	// virtual machine a blocked read's wake-up costs about as much as a
-	// page request itself (package internal/spin). 0 means 50 µs; a
+	// page request itself (package internal/spin). 0 means 200 µs; a
 	// negative value never polls. CHUNKD_SPIN in the environment (a
 	// duration, as chunkd serve's --spin; "0" never polls) overrides it,
-	// for A/B measurements. At most one reader per two CPUs polls at a
-	// time, and polling pauses after answers that did not come in time.
+	// for A/B measurements. A read polls only while no other read of the
+	// client's is in progress and no other thread wants its CPU, and
+	// polling pauses after answers that did not come in time.
 	SpinWait time.Duration
 	// Logger gets warnings (a service that sent a wrong chunk, backing off
 	// from the service) and debug messages. nil means slog.Default().

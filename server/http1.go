@@ -21,6 +21,7 @@ import (
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/spin"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -64,9 +65,9 @@ type HTTP1 struct {
 	// Spin is how long a connection that was just answered polls for its
 	// next request before its goroutine parks (package internal/spin: on
 	// a VM, a parked reader's wake-up costs about as much as the request).
-	// 0 never polls (chunkd serve's --spin is 50 µs). At most one
-	// connection per two CPUs polls at a time, and polling pauses after
-	// polls that found nothing.
+	// 0 never polls (chunkd serve's --spin is 200 µs). A connection polls
+	// only while no other request is being answered and no other thread
+	// wants its CPU, and polling pauses after polls that found nothing.
 	Spin time.Duration
 
 	spin    spin.Policy
@@ -309,6 +310,22 @@ func (c *http1Conn) serve() {
 			return
 		}
 	}
+}
+
+// SpinMetrics are the counters of s's polling for requests,
+// chunkd_spin_polls_total by result: ready (the request came), expired
+// (it did not within Spin), busy (another request or thread needed the
+// CPU), skipped (no poll: other work in progress, or a run of expiries).
+func (s *HTTP1) SpinMetrics() []prometheus.Collector {
+	st := s.spin.Stats()
+	var cs []prometheus.Collector
+	for result, v := range map[string]*atomic.Int64{"ready": &st.Ready, "expired": &st.Expired, "busy": &st.Busy, "skipped": &st.Skipped} {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "chunkd_spin_polls_total", Help: "Waits of HTTP connections for their next request, by what polling did (--spin).",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(v.Load()) }))
+	}
+	return cs
 }
 
 // serveOne answers req, as work in progress for the polling policy (a

@@ -465,3 +465,47 @@ func TestHTTP1PipelinedTogether(t *testing.T) {
 		t.Errorf("a request alone: %d writes", n)
 	}
 }
+
+// TestHTTP1SpinMetrics: every wait for a connection's next request after
+// its first is counted once, by what polling did, in the service's
+// registry.
+func TestHTTP1SpinMetrics(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	p := newHTTP1Pair(t, h, func(*http.Request) bool { return true })
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p.h1.SpinMetrics()...)
+	conn := dialRaw(t, p.fast, "")
+	br := bufio.NewReader(conn)
+	const n = 20
+	for i := 0; i < n; i++ {
+		if _, err := conn.Write([]byte("GET /x HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	conn.Close()
+	var waits float64
+	deadline := time.Now().Add(5 * time.Second)
+	for waits < n-1 && time.Now().Before(deadline) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mfs) != 1 || len(mfs[0].Metric) != 4 {
+			t.Fatalf("gathered %v; want chunkd_spin_polls_total with 4 results", mfs)
+		}
+		waits = 0
+		for _, m := range mfs[0].Metric {
+			waits += m.GetCounter().GetValue()
+		}
+		time.Sleep(time.Millisecond) // the wait after the last answer may still be polling
+	}
+	if waits < n-1 || waits > n {
+		t.Fatalf("%v waits counted after %d requests on one connection; want %d or %d", waits, n, n-1, n)
+	}
+}

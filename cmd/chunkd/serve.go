@@ -83,11 +83,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if mem <= 0 || disk <= 0 || *storeTimeout <= 0 || *manifestTTL <= 0 || *clientTimeout <= 0 {
-		return usagef("--mem, --disk, --store-timeout, --manifest-ttl and --client-timeout must be positive")
-	}
-	if *downloads < 1 {
-		return usagef("--downloads must be at least 1")
+	if mem <= 0 || disk <= 0 || *storeTimeout <= 0 || *manifestTTL <= 0 || *clientTimeout <= 0 || *downloads < 1 {
+		return usagef("--mem, --disk, --store-timeout, --manifest-ttl and --client-timeout must be positive, and --downloads at least 1")
 	}
 	if err := dolt.validate(); err != nil {
 		return err
@@ -148,6 +145,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	// Reads of one chunk are answered on their connection's goroutine;
 	// every other request goes on to httpSrv (server.HTTP1).
 	http1 := &server.HTTP1{Server: httpSrv, Fast: server.ChunkReads(router), Spin: *spinWait}
+	reg.MustRegister(http1.SpinMetrics()...)
 	errc := make(chan error, 3)
 	go func() { errc <- http1.Serve(hl) }()
 
