@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
@@ -135,9 +134,7 @@ func (s *HTTP1) Serve(ln net.Listener) error {
 			continue
 		}
 		c := &http1Conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, http1HeadMax), remote: nc.RemoteAddr().String()}
-		if sc, ok := nc.(syscall.Conn); ok {
-			c.raw, _ = sc.SyscallConn()
-		}
+		c.poller = newPoller(nc)
 		if !s.track(c) {
 			nc.Close()
 			return http.ErrServerClosed
@@ -249,7 +246,7 @@ func (s *HTTP1) headTimeout() time.Duration {
 type http1Conn struct {
 	s      *HTTP1
 	nc     net.Conn
-	raw    syscall.RawConn // nc's descriptor, to poll for the next request (nil: none)
+	poller poller // polls nc for the next request
 	br     *bufio.Reader
 	remote string
 	ctx    context.Context // the connection's: Server and local address, as net/http gives
@@ -362,13 +359,8 @@ func (c *http1Conn) flush() error {
 // (as net/http: its whole head must come within it); false when there is
 // none to serve (the client closed, the wait timed out, Shutdown).
 func (c *http1Conn) waitRequest(first bool) bool {
-	if !first && c.raw != nil && c.br.Buffered() == 0 {
-		c.s.spin.Begin()
-		c.raw.Read(func(fd uintptr) bool { //nolint:errcheck // a failed poll ends in the Peek below
-			c.s.spin.Wait(func() bool { return pending(fd) })
-			return true
-		})
-		c.s.spin.End()
+	if !first && c.br.Buffered() == 0 {
+		c.poller.poll(&c.s.spin)
 	}
 	c.mu.Lock()
 	if c.closing {
