@@ -85,16 +85,7 @@ func (c *blockingConn) Read(p []byte) (int, error) {
 		if err := c.begin(syscall.SO_RCVTIMEO); err != nil {
 			return 0, err
 		}
-		var n int
-		var err error
-		c.spin.Begin()
-		if !c.spin.Wait(func() bool {
-			n, _, err = syscall.Recvfrom(c.fd, p, syscall.MSG_DONTWAIT)
-			return err != syscall.EAGAIN
-		}) {
-			n, err = syscall.Read(c.fd, p)
-		}
-		c.spin.End()
+		n, err := c.read(p)
 		c.end()
 		switch {
 		case err == syscall.EINTR:
@@ -108,6 +99,36 @@ func (c *blockingConn) Read(p []byte) (int, error) {
 		}
 		return n, nil
 	}
+}
+
+// read reads into p once begin has set the call's timeout: it polls for
+// the bytes first as c.spin says (up to the deadline), then blocks.
+func (c *blockingConn) read(p []byte) (n int, err error) {
+	if c.spin.Off() {
+		return syscall.Read(c.fd, p)
+	}
+	c.mu.Lock()
+	deadline := c.deadline
+	c.mu.Unlock()
+	var limit time.Duration
+	if !deadline.IsZero() {
+		if limit = time.Until(deadline); limit <= 0 {
+			return 0, syscall.EAGAIN // as a timed-out read says
+		}
+	}
+	c.spin.Begin()
+	polled := c.spin.WaitFor(limit, func() bool {
+		n, _, err = syscall.Recvfrom(c.fd, p, syscall.MSG_DONTWAIT)
+		return err != syscall.EAGAIN
+	})
+	c.spin.End()
+	if polled {
+		return n, err
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return 0, syscall.EAGAIN
+	}
+	return syscall.Read(c.fd, p)
 }
 
 func (c *blockingConn) Write(p []byte) (int, error) {

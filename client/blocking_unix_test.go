@@ -11,6 +11,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/chunkd/chunkd/internal/spin"
 )
 
 // dialBlocking returns a blockingConn to a loopback listener and the
@@ -31,7 +33,9 @@ func dialBlocking(t *testing.T) (*blockingConn, net.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { peer.Close() })
-	bc, ok := blocking(nc, nil).(*blockingConn)
+	// Polling as a client's reads do, for as long as it may: every test
+	// here covers a read that polls, then blocks.
+	bc, ok := blocking(nc, &spin.Policy{Max: spin.MaxMax}).(*blockingConn)
 	if !ok {
 		t.Fatal("a TCP connection did not become a blockingConn")
 	}

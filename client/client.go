@@ -149,8 +149,10 @@ type Options struct {
 	// page request itself (package internal/spin). 0 means 200 µs; a
 	// negative value never polls. CHUNKD_SPIN in the environment (a
 	// duration, as chunkd serve's --spin; "0" never polls) overrides it,
-	// for A/B measurements. A read polls only while no other read of the
-	// client's is in progress and no other thread wants its CPU, and
+	// for A/B measurements (a value that is not a duration is ignored
+	// here, refused by chunkd serve). A read polls only while no other
+	// lean read of this client is waiting, stops when a yield of its CPU
+	// ran another thread, never polls past its deadline or over 10 ms, and
 	// polling pauses after answers that did not come in time.
 	SpinWait time.Duration
 	// Logger gets warnings (a service that sent a wrong chunk, backing off

@@ -64,9 +64,11 @@ type HTTP1 struct {
 	// Spin is how long a connection that was just answered polls for its
 	// next request before its goroutine parks (package internal/spin: on
 	// a VM, a parked reader's wake-up costs about as much as the request).
-	// 0 never polls (chunkd serve's --spin is 200 µs). A connection polls
-	// only while no other request is being answered and no other thread
-	// wants its CPU, and polling pauses after polls that found nothing.
+	// 0 never polls (chunkd serve's --spin is 200 µs), unlike
+	// client.Options.SpinWait, whose 0 is the default. A connection polls
+	// only while no other fast-path request is being answered, stops when
+	// a yield of its CPU ran another thread, and pauses polling after
+	// polls that found nothing; over 10 ms counts as 10 ms.
 	Spin time.Duration
 
 	spin    spin.Policy

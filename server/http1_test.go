@@ -508,4 +508,16 @@ func TestHTTP1SpinMetrics(t *testing.T) {
 	if waits < n-1 || waits > n {
 		t.Fatalf("%v waits counted after %d requests on one connection; want %d or %d", waits, n, n-1, n)
 	}
+	// One connection is never beside other work: its waits poll (they may
+	// also skip after expiries), and the work count returns to zero.
+	st := p.h1.spin.Stats()
+	if st.Ready.Load()+st.Expired.Load()+st.Busy.Load() == 0 {
+		t.Fatal("no wait polled")
+	}
+	for end := time.Now().Add(5 * time.Second); p.h1.spin.Work() != 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond) // the last wait may be polling still
+	}
+	if w := p.h1.spin.Work(); w != 0 {
+		t.Fatalf("work in progress %d after the connection closed; want 0", w)
+	}
 }

@@ -23,7 +23,7 @@ func newPoller(nc net.Conn) poller {
 // poll polls the socket as sp says, as work in progress of sp's; it
 // returns when bytes came or polling ended, and never reads them.
 func (p poller) poll(sp *spin.Policy) {
-	if p.raw == nil {
+	if p.raw == nil || sp.Off() {
 		return
 	}
 	sp.Begin()

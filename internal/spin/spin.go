@@ -40,9 +40,13 @@ const (
 // that only returns takes about a microsecond. (A variable for tests.)
 var busyYield = 10 * time.Microsecond
 
+// MaxMax bounds Max: a longer poll is never worth its CPU.
+const MaxMax = 10 * time.Millisecond
+
 // Policy decides whether and how long a wait polls. The zero Policy
-// polls for DefaultMax; a negative Max, or a nil Policy, never polls. A
-// Policy is safe for use by many goroutines at once.
+// polls for DefaultMax; a negative Max, or a nil Policy, never polls; a
+// Max over MaxMax polls for MaxMax. A Policy is safe for use by many
+// goroutines at once.
 type Policy struct {
 	Max time.Duration
 
@@ -78,18 +82,32 @@ func (p *Policy) End() {
 	}
 }
 
+// Off reports whether p never polls.
+func (p *Policy) Off() bool { return p == nil || p.Max < 0 }
+
+// Work returns the work in progress: Begin's calls less End's.
+func (p *Policy) Work() int { return int(p.work.Load()) }
+
 // Wait calls ready until it returns true, Max has passed, or other work
 // is in progress, and reports whether ready returned true. It returns
 // false at once, without calling ready, when p does not poll now; the
 // caller then blocks as it would have. The caller has called Begin for
 // itself. ready must not block.
-func (p *Policy) Wait(ready func() bool) bool {
-	if p == nil || p.Max < 0 {
+func (p *Policy) Wait(ready func() bool) bool { return p.WaitFor(0, ready) }
+
+// WaitFor is Wait polling for at most limit too (0: no limit), say until
+// the caller's deadline.
+func (p *Policy) WaitFor(limit time.Duration, ready func() bool) bool {
+	if p.Off() {
 		return false
 	}
 	d := p.Max
 	if d == 0 {
 		d = DefaultMax
+	}
+	d = min(d, MaxMax)
+	if limit > 0 {
+		d = min(d, limit)
 	}
 	if p.work.Load() > 1 {
 		p.stats.Skipped.Add(1)

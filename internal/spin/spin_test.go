@@ -14,13 +14,25 @@ func TestMain(m *testing.M) {
 }
 
 func TestWaitReady(t *testing.T) {
-	var p Policy
+	p := Policy{Max: time.Hour} // capped at MaxMax: ample for three polls
 	calls := 0
 	if !p.Wait(func() bool { calls++; return calls == 3 }) {
 		t.Fatal("Wait gave up on bytes that came on the third poll")
 	}
 	if calls != 3 || p.Stats().Ready.Load() != 1 {
 		t.Fatalf("calls %d, ready %d: want 3 and 1", calls, p.Stats().Ready.Load())
+	}
+}
+
+// TestWaitFor: a limit ends a poll before Max.
+func TestWaitFor(t *testing.T) {
+	p := Policy{Max: time.Hour}
+	start := time.Now()
+	if p.WaitFor(time.Millisecond, func() bool { return false }) {
+		t.Fatal("WaitFor reported bytes that never came")
+	}
+	if took := time.Since(start); took < time.Millisecond || took > MaxMax {
+		t.Fatalf("a poll limited to 1ms took %v", took)
 	}
 }
 
