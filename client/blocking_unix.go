@@ -82,10 +82,11 @@ func (c *blockingConn) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	for {
-		if err := c.begin(syscall.SO_RCVTIMEO); err != nil {
+		deadline, err := c.begin(syscall.SO_RCVTIMEO)
+		if err != nil {
 			return 0, err
 		}
-		n, err := c.read(p)
+		n, err := c.read(p, deadline)
 		c.end()
 		switch {
 		case err == syscall.EINTR:
@@ -101,28 +102,23 @@ func (c *blockingConn) Read(p []byte) (int, error) {
 	}
 }
 
-// read reads into p once begin has set the call's timeout: it polls for
-// the bytes first as c.spin says (up to the deadline), then blocks.
-func (c *blockingConn) read(p []byte) (n int, err error) {
+// read reads into p once begin has set the call's timeout for deadline:
+// it polls for the bytes first as c.spin says (up to the deadline), then
+// blocks.
+func (c *blockingConn) read(p []byte, deadline time.Time) (n int, err error) {
 	if c.spin.Off() {
 		return syscall.Read(c.fd, p)
 	}
-	c.mu.Lock()
-	deadline := c.deadline
-	c.mu.Unlock()
 	var limit time.Duration
 	if !deadline.IsZero() {
 		if limit = time.Until(deadline); limit <= 0 {
 			return 0, syscall.EAGAIN // as a timed-out read says
 		}
 	}
-	c.spin.Begin()
-	polled := c.spin.WaitFor(limit, func() bool {
+	if c.spin.WaitFor(limit, func() bool {
 		n, _, err = syscall.Recvfrom(c.fd, p, syscall.MSG_DONTWAIT)
 		return err != syscall.EAGAIN
-	})
-	c.spin.End()
-	if polled {
+	}) {
 		return n, err
 	}
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -134,7 +130,7 @@ func (c *blockingConn) read(p []byte) (n int, err error) {
 func (c *blockingConn) Write(p []byte) (int, error) {
 	done := 0
 	for done < len(p) {
-		if err := c.begin(syscall.SO_SNDTIMEO); err != nil {
+		if _, err := c.begin(syscall.SO_SNDTIMEO); err != nil {
 			return done, err
 		}
 		n, err := syscall.Write(c.fd, p[done:])
@@ -153,18 +149,18 @@ func (c *blockingConn) Write(p []byte) (int, error) {
 }
 
 // begin starts a call: it sets the socket's timeout for the call (opt)
-// to what is left of the deadline.
-func (c *blockingConn) begin(opt int) error {
+// to what is left of the deadline, and returns the deadline.
+func (c *blockingConn) begin(opt int) (time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return net.ErrClosed
+		return time.Time{}, net.ErrClosed
 	}
 	var tv syscall.Timeval // zero: no timeout
 	if !c.deadline.IsZero() {
 		left := time.Until(c.deadline)
 		if left <= 0 {
-			return os.ErrDeadlineExceeded
+			return time.Time{}, os.ErrDeadlineExceeded
 		}
 		if tv = syscall.NsecToTimeval(left.Nanoseconds()); tv.Sec == 0 && tv.Usec == 0 {
 			tv.Usec = 1
@@ -176,12 +172,12 @@ func (c *blockingConn) begin(opt int) error {
 	}
 	if *timed || !c.deadline.IsZero() {
 		if err := syscall.SetsockoptTimeval(c.fd, syscall.SOL_SOCKET, opt, &tv); err != nil {
-			return c.opError("setsockopt", err)
+			return time.Time{}, c.opError("setsockopt", err)
 		}
 		*timed = !c.deadline.IsZero()
 	}
 	c.calls++
-	return nil
+	return c.deadline, nil
 }
 
 // end ends a call; the descriptor closes after the last call once Close

@@ -151,7 +151,7 @@ type Options struct {
 	// duration, as chunkd serve's --spin; "0" never polls) overrides it,
 	// for A/B measurements (a value that is not a duration is ignored
 	// here, refused by chunkd serve). A read polls only while no other
-	// lean read of this client is waiting, stops when a yield of its CPU
+	// read of this client is polling, stops when a yield of its CPU
 	// ran another thread, never polls past its deadline or over 10 ms, and
 	// polling pauses after answers that did not come in time.
 	SpinWait time.Duration

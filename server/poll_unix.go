@@ -20,14 +20,12 @@ func newPoller(nc net.Conn) poller {
 	return p
 }
 
-// poll polls the socket as sp says, as work in progress of sp's; it
-// returns when bytes came or polling ended, and never reads them.
+// poll polls the socket as sp says; it returns when bytes came or
+// polling ended, and never reads them.
 func (p poller) poll(sp *spin.Policy) {
 	if p.raw == nil || sp.Off() {
 		return
 	}
-	sp.Begin()
-	defer sp.End()
 	p.raw.Read(func(fd uintptr) bool { //nolint:errcheck // a failed poll ends in the caller's read
 		sp.Wait(func() bool { return pending(fd) })
 		return true

@@ -12,9 +12,9 @@
 //
 // Polling costs a CPU, so it is only worth it on a CPU that would
 // otherwise be idle. A Policy polls only while the waiter is the only
-// work of its kind in progress (Begin and End count the work: the reads
-// of a client, the requests a server is serving and the connection
-// polling), for at most Max; between polls the waiter yields its CPU
+// work in progress it knows of (its waits count themselves while they
+// poll; Begin and End count other work, such as the requests a server is
+// answering), for at most Max; between polls the waiter yields its CPU
 // (sched_yield), and once a yield ran another thread, the CPUs are busy
 // and the poll stops. After a run of polls that found nothing (a client
 // busy elsewhere, a slow answer), the next waits do not poll for a while.
@@ -67,8 +67,9 @@ type Stats struct {
 // Stats returns p's counters.
 func (p *Policy) Stats() *Stats { return &p.stats }
 
-// Begin counts one more piece of work in progress; End counts it done.
-// A waiter counts itself: it polls only while the count is 1.
+// Begin counts one more piece of work in progress, other than waits
+// (a request being answered, say); End counts it done. A wait counts
+// itself while it polls, and polls only while it is the only work.
 func (p *Policy) Begin() {
 	if p != nil {
 		p.work.Add(1)
@@ -91,8 +92,7 @@ func (p *Policy) Work() int { return int(p.work.Load()) }
 // Wait calls ready until it returns true, Max has passed, or other work
 // is in progress, and reports whether ready returned true. It returns
 // false at once, without calling ready, when p does not poll now; the
-// caller then blocks as it would have. The caller has called Begin for
-// itself. ready must not block.
+// caller then blocks as it would have. ready must not block.
 func (p *Policy) Wait(ready func() bool) bool { return p.WaitFor(0, ready) }
 
 // WaitFor is Wait polling for at most limit too (0: no limit), say until
@@ -109,7 +109,8 @@ func (p *Policy) WaitFor(limit time.Duration, ready func() bool) bool {
 	if limit > 0 {
 		d = min(d, limit)
 	}
-	if p.work.Load() > 1 {
+	defer p.work.Add(-1)
+	if p.work.Add(1) > 1 {
 		p.stats.Skipped.Add(1)
 		return false
 	}
