@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/chunkd/chunkd/addr"
@@ -222,6 +223,9 @@ type VersionImage struct {
 	RootChunk []byte `json:"root_chunk"`
 	// Image is the page image of the version's pages: slot n-1 is page n.
 	Image ImageInfo `json:"image"`
+	// Current, for a request of the current root (no root=), is how
+	// fresh that root is, as PatternRoot answers it.
+	Current *RootInfo `json:"current,omitempty"`
 }
 
 // VersionImagePath returns the URL path of database db's page image of
@@ -239,6 +243,36 @@ func VersionImagePath(db string, root addr.Addr, fresh bool) string {
 
 // HeaderRoot is the header of an open set's answer naming its version.
 const HeaderRoot = "Chunkd-Root"
+
+// Headers of an open set's answer for the current root (no root=): how
+// fresh that root is, as RootInfo's AgeMS and Stale ("1") say.
+const (
+	HeaderRootAge   = "Chunkd-Root-Age-Ms"
+	HeaderRootStale = "Chunkd-Root-Stale"
+)
+
+// SetRootFreshness sets h's HeaderRootAge and HeaderRootStale from info.
+func SetRootFreshness(h http.Header, info RootInfo) {
+	h.Set(HeaderRootAge, strconv.FormatInt(info.AgeMS, 10))
+	if info.Stale {
+		h.Set(HeaderRootStale, "1")
+	}
+}
+
+// RootFreshness reads what SetRootFreshness set (ageMS -1 for a value
+// that does not parse); ok is false if h has no HeaderRootAge (an answer
+// for a root asked for by name).
+func RootFreshness(h http.Header) (ageMS int64, stale, ok bool) {
+	v := h.Get(HeaderRootAge)
+	if v == "" {
+		return 0, false, false
+	}
+	age, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		age = -1
+	}
+	return age, h.Get(HeaderRootStale) == "1", true
+}
 
 // OpenSetPath returns the URL path of database db's open set for root
 // (zero: the current root; fresh asks for it checked first), with its

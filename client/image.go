@@ -107,7 +107,8 @@ func (c *Client) OpenVersionImage(ctx context.Context, root addr.Addr) (addr.Add
 		return addr.Addr{}, nil, nil, ErrNoImage
 	}
 	c.ctr.svcRequests.Add(1)
-	req, err := h.newRequest(ctx, http.MethodGet, api.VersionImagePath(h.db, root, root.IsEmpty() && c.opts.FreshRoot), nil)
+	fresh := root.IsEmpty() && c.opts.FreshRoot
+	req, err := h.newRequest(ctx, http.MethodGet, api.VersionImagePath(h.db, root, fresh), nil)
 	if err != nil {
 		return addr.Addr{}, nil, nil, err
 	}
@@ -118,6 +119,9 @@ func (c *Client) OpenVersionImage(ctx context.Context, root addr.Addr) (addr.Add
 	got, err := addr.Parse(vi.Root)
 	if err != nil || (!root.IsEmpty() && got != root) {
 		return addr.Addr{}, nil, nil, fmt.Errorf("client: cache service %s: page image of version %q, asked for %s", h.base, vi.Root, root)
+	}
+	if fresh && vi.Current != nil && vi.Current.Stale {
+		return addr.Addr{}, nil, nil, errStaleRoot(h.base, h.db)
 	}
 	if err := api.CheckImageShape(vi.Image.SlotSize, vi.Image.Slots); err != nil {
 		return addr.Addr{}, nil, nil, fmt.Errorf("client: cache service %s: page image %+v of version %s: %w", h.base, vi.Image, got, err)

@@ -26,7 +26,8 @@ func (c *Client) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (a
 	start := time.Now()
 	defer func() { c.ctr.svcTime.Add(int64(time.Since(start))) }()
 	c.ctr.svcRequests.Add(1)
-	req, err := h.newRequest(ctx, http.MethodGet, api.OpenSetPath(h.db, root, root.IsEmpty() && c.opts.FreshRoot, pages), nil)
+	fresh := root.IsEmpty() && c.opts.FreshRoot
+	req, err := h.newRequest(ctx, http.MethodGet, api.OpenSetPath(h.db, root, fresh, pages), nil)
 	if err != nil {
 		return addr.Addr{}, nil, err
 	}
@@ -41,6 +42,9 @@ func (c *Client) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (a
 	got, err := addr.Parse(resp.Header.Get(api.HeaderRoot))
 	if err != nil || (!root.IsEmpty() && got != root) {
 		return addr.Addr{}, nil, fmt.Errorf("cache service %s: open set of version %q, asked for %s", h.base, resp.Header.Get(api.HeaderRoot), root)
+	}
+	if _, stale, _ := api.RootFreshness(resp.Header); fresh && stale {
+		return addr.Addr{}, nil, errStaleRoot(h.base, h.db)
 	}
 	var chunks [][]byte
 	for f, err := range api.NewFrameReader(resp.Body).All() {

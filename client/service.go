@@ -232,12 +232,17 @@ func (h *httpService) root(ctx context.Context, fresh bool) (addr.Addr, error) {
 // (perr, its error) and, when a fresh one was asked for, fresh.
 func checkRoot(service, db string, root addr.Addr, perr error, fresh, stale bool) (addr.Addr, error) {
 	if fresh && stale {
-		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: a fresh root was asked for, but the service could not check the store's manifest", service, db)
+		return addr.Addr{}, errStaleRoot(service, db)
 	}
 	if perr != nil {
 		return addr.Addr{}, fmt.Errorf("cache service %s: database %q: root: %w", service, db, perr)
 	}
 	return root, nil
+}
+
+// errStaleRoot is the error of a fresh root the service could not check.
+func errStaleRoot(service, db string) error {
+	return fmt.Errorf("cache service %s: database %q: a fresh root was asked for, but the service could not check the store's manifest", service, db)
 }
 
 // statusError describes an HTTP answer other than 200 and 404. A 503 (the

@@ -978,6 +978,82 @@ func TestRoot(t *testing.T) {
 	}
 }
 
+// gatedStore holds a Head's answer, once armed, until released: a
+// manifest check that has read the store and not yet returned.
+type gatedStore struct {
+	store.Store
+	armed    atomic.Bool
+	headed   chan struct{}
+	released chan struct{}
+}
+
+func (g *gatedStore) Head(ctx context.Context, key string) (store.Info, error) {
+	info, err := g.Store.Head(ctx, key)
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.headed)
+		<-g.released
+	}
+	return info, err
+}
+
+// TestFreshRootNotShared: a fresh root request that arrives while a fresh
+// check of the manifest is under way, one that read the store before a
+// new version was published, waits for it and checks again: it is
+// answered the new version, never the check's older answer.
+func TestFreshRootNotShared(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
+	g := &gatedStore{Store: f.fs, headed: make(chan struct{}), released: make(chan struct{})}
+	// An empty cache dir: the database loads from the store (no saved
+	// state to serve while a background read checks the manifest).
+	c := newCache(t, Config{ManifestTTL: time.Hour, Store: g, CacheDir: t.TempDir()})
+	if _, err := c.Root(ctx, "db1", false); err != nil {
+		t.Fatal(err)
+	}
+	g.armed.Store(true)
+	first := make(chan api.RootInfo, 1)
+	go func() {
+		info, err := c.Root(ctx, "db1", true)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- info
+	}()
+	<-g.headed // the first check has read the old manifest's version
+	next := testdb.MustMake(t, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
+	objs, err := f.fs.List(ctx, "db2/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs { // db2's files and manifest become db1's
+		b, err := f.fs.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.fs.Put(ctx, "db1/"+strings.TrimPrefix(o.Key, "db2/"), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := make(chan api.RootInfo, 1)
+	go func() {
+		info, err := c.Root(ctx, "db1", true)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- info
+	}()
+	time.Sleep(50 * time.Millisecond) // the second request waits on the first check
+	close(g.released)
+	// The first is answered the root its check read, or a newer one if
+	// the second's check published it first.
+	if info := <-first; info.Root != f.db.Root.String() && info.Root != next.Root.String() {
+		t.Fatalf("the first request: %+v, want %s or %s", info, f.db.Root, next.Root)
+	}
+	if info := <-second; info.Root != next.Root.String() {
+		t.Fatalf("the second fresh request: %+v, want the new root %s (it asked after the first check read the store)", info, next.Root)
+	}
+}
+
 // TestRootKeptFresh: once a client asks for a database's root, the
 // service re-checks its manifest ahead of time (every half TTL), so a
 // later root request finds it younger than the TTL without asking the

@@ -42,7 +42,9 @@ type database struct {
 	missing    int
 	missingErr error
 
-	refreshes singleflight.Group // manifest reads, one at a time
+	refreshes singleflight.Group // manifest reads unless fresh, shared
+	nowMu     sync.Mutex
+	nowRead   *freshRead // the strictly fresh read under way (refreshNow)
 	// rootAsked is when a client last asked for the root (unix nanos):
 	// while recent, the manifest is re-checked ahead of time
 	// (Cache.keepRootsFresh).
@@ -274,15 +276,44 @@ func (d *database) currentRoot(ctx context.Context, fresh bool) (api.RootInfo, e
 }
 
 // refreshNow reads (or checks) the manifest now, for a caller that wants
-// a strictly fresh answer: it shares a read only with other such callers.
+// a strictly fresh answer: it shares a read only with other such callers,
+// and only one that started after it asked (one that started before may
+// have read the manifest before a version the caller knows of).
 func (d *database) refreshNow(ctx context.Context) error {
-	ch := d.refreshes.DoChan("now", func() (any, error) { return nil, d.refresh(d.env.ctx) })
-	select {
-	case r := <-ch:
-		return r.Err
-	case <-ctx.Done():
-		return errorf(KindCanceled, ctx.Err(), "database %q: waiting for its manifest", d.name)
+	asked := time.Now()
+	for {
+		d.nowMu.Lock()
+		r := d.nowRead
+		if r == nil {
+			r = &freshRead{started: time.Now(), done: make(chan struct{})}
+			d.nowRead = r
+			go func() {
+				r.err = d.refresh(d.env.ctx)
+				d.nowMu.Lock()
+				d.nowRead = nil
+				d.nowMu.Unlock()
+				close(r.done)
+			}()
+		}
+		d.nowMu.Unlock()
+		select {
+		case <-r.done:
+			if !r.started.Before(asked) {
+				return r.err
+			}
+			// Started before this caller asked: read again.
+		case <-ctx.Done():
+			return errorf(KindCanceled, ctx.Err(), "database %q: waiting for its manifest", d.name)
+		}
 	}
+}
+
+// freshRead is a manifest read for callers that want a strictly fresh
+// answer (refreshNow).
+type freshRead struct {
+	started time.Time
+	done    chan struct{}
+	err     error // set before done is closed
 }
 
 // publish replaces what the database serves.

@@ -282,12 +282,15 @@ func (h *httpAPI) openSet(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errorf(KindBadRequest, nil, "bad pages %q: 0 (the root chunk and page map only) or 1 (with page 1 and the interior pages, the default)", pages))
 		return
 	}
-	root, frames, err := h.c.OpenSet(r.Context(), r.PathValue("db"), root, q.Get("fresh") == "1", pages != "0")
+	root, frames, current, err := h.c.OpenSet(r.Context(), r.PathValue("db"), root, q.Get("fresh") == "1", pages != "0")
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	w.Header().Set(api.HeaderRoot, root.String())
+	if current != nil {
+		api.SetRootFreshness(w.Header(), *current)
+	}
 	w.Header().Set("Content-Type", api.ContentTypeBinary)
 	w.Header().Set("Content-Length", strconv.Itoa(len(frames)))
 	// Written whole (net/http passes a large write straight to the

@@ -131,16 +131,17 @@ func (r cacheReader) Root(ctx context.Context) (addr.Addr, error) {
 // sends it (api.PatternOpenSet: the chunks as frames, which
 // api.FrameReader reads; encoded once a version), without its pages
 // unless pages: the zero root means the current one (checked against the
-// store's manifest first with fresh), which it returns.
-func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh, pages bool) (addr.Addr, []byte, error) {
-	root, set, err := c.versionSet(ctx, db, root, fresh)
+// store's manifest first with fresh), which it returns with how fresh it
+// is (nil for a root asked for by name).
+func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh, pages bool) (addr.Addr, []byte, *api.RootInfo, error) {
+	root, set, current, err := c.versionSet(ctx, db, root, fresh)
 	if err != nil {
-		return addr.Addr{}, nil, err
+		return addr.Addr{}, nil, nil, err
 	}
 	if !pages {
-		return root, set.frames[:set.pagesAt], nil
+		return root, set.frames[:set.pagesAt], current, nil
 	}
-	return root, set.frames, nil
+	return root, set.frames, current, nil
 }
 
 // VersionImage registers the page image of version root of database db
@@ -148,7 +149,7 @@ func (c *Cache) OpenSet(ctx context.Context, db string, root addr.Addr, fresh, p
 // page map the service read and proved itself, and returns it with the
 // version's root chunk (api.PatternVersionImage).
 func (c *Cache) VersionImage(ctx context.Context, db string, root addr.Addr, fresh bool) (api.VersionImage, error) {
-	root, set, err := c.versionSet(ctx, db, root, fresh)
+	root, set, current, err := c.versionSet(ctx, db, root, fresh)
 	if err != nil {
 		return api.VersionImage{}, err
 	}
@@ -159,48 +160,55 @@ func (c *Cache) VersionImage(ctx context.Context, db string, root addr.Addr, fre
 	if err != nil {
 		return api.VersionImage{}, err
 	}
-	return api.VersionImage{Root: root.String(), RootChunk: set.Chunks[0], Image: info}, nil
+	return api.VersionImage{Root: root.String(), RootChunk: set.Chunks[0], Image: info, Current: current}, nil
 }
 
 // versionSet returns version root's VersionSet (the zero root: the
-// current one, which it returns), computed once and kept.
-func (c *Cache) versionSet(ctx context.Context, db string, root addr.Addr, fresh bool) (addr.Addr, VersionSet, error) {
+// current one, which it returns with how fresh it is), computed once and
+// kept. A fresh request for the current root fails if the store's
+// manifest could not be read for it.
+func (c *Cache) versionSet(ctx context.Context, db string, root addr.Addr, fresh bool) (addr.Addr, VersionSet, *api.RootInfo, error) {
 	if c.cfg.OpenSet == nil {
-		return addr.Addr{}, VersionSet{}, errorf(KindNotServed, nil, "this service computes no SQLite open sets (Config.OpenSet)")
+		return addr.Addr{}, VersionSet{}, nil, errorf(KindNotServed, nil, "this service computes no SQLite open sets (Config.OpenSet)")
 	}
+	var current *api.RootInfo
 	if root.IsEmpty() {
 		info, err := c.Root(ctx, db, fresh)
 		if err != nil {
-			return addr.Addr{}, VersionSet{}, err
+			return addr.Addr{}, VersionSet{}, nil, err
+		}
+		if fresh && info.Stale {
+			return addr.Addr{}, VersionSet{}, nil, errorf(KindStoreUnreachable, nil, "database %q: a fresh root was asked for, but the store's manifest could not be read (the last root known, %s, was read %d ms ago)", db, info.Root, info.AgeMS)
 		}
 		if root, err = addr.Parse(info.Root); err != nil {
-			return addr.Addr{}, VersionSet{}, fmt.Errorf("database %q: root: %w", db, err)
+			return addr.Addr{}, VersionSet{}, nil, fmt.Errorf("database %q: root: %w", db, err)
 		}
+		current = &info
 	}
 	d, err := c.database(ctx, db)
 	if err != nil {
-		return addr.Addr{}, VersionSet{}, err
+		return addr.Addr{}, VersionSet{}, nil, err
 	}
 	if set, ok := d.sets.get(root); ok {
-		return root, set, nil
+		return root, set, current, nil
 	}
 	set, err := c.cfg.OpenSet(ctx, cacheReader{c, db}, root)
 	if err != nil {
 		if kindOf(err) == KindInternal {
 			err = errorf(KindBadRequest, err, "database %q, version %s: not a chunkd SQLite version", db, root)
 		}
-		return addr.Addr{}, VersionSet{}, err
+		return addr.Addr{}, VersionSet{}, nil, err
 	}
 	if set.PagesFrom < 1 || set.PagesFrom > len(set.Chunks) || addr.Of(set.Chunks[0]) != root {
-		return addr.Addr{}, VersionSet{}, fmt.Errorf("database %q, version %s: an open set of %d chunks whose pages start at %d, not starting with the root chunk", db, root, len(set.Chunks), set.PagesFrom)
+		return addr.Addr{}, VersionSet{}, nil, fmt.Errorf("database %q, version %s: an open set of %d chunks whose pages start at %d, not starting with the root chunk", db, root, len(set.Chunks), set.PagesFrom)
 	}
 	set.image = api.ImageName(set.PageSize, set.Pages)
 	set.Chunks = slices.Clone(set.Chunks) // encode points them into its frames
 	if err := set.encode(); err != nil {
-		return addr.Addr{}, VersionSet{}, fmt.Errorf("database %q, version %s: open set: %w", db, root, err)
+		return addr.Addr{}, VersionSet{}, nil, fmt.Errorf("database %q, version %s: open set: %w", db, root, err)
 	}
 	d.sets.put(root, set)
-	return root, set, nil
+	return root, set, current, nil
 }
 
 // keptOpenSets is how many versions' open sets a database keeps.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
@@ -31,7 +32,7 @@ func TestOpenSetsKept(t *testing.T) {
 		t.Helper()
 		for _, pages := range []bool{true, false} {
 			want := map[bool]int{true: 2, false: 1}[pages]
-			root, frames, err := f.cache.OpenSet(ctx, "db1", addrs[i], false, pages)
+			root, frames, _, err := f.cache.OpenSet(ctx, "db1", addrs[i], false, pages)
 			set := decodeFrames(t, frames)
 			if err != nil || root != addrs[i] || len(set) != want || addr.Of(set[0]) != addrs[i] {
 				t.Fatalf("open set of %s (pages %v): root %s, %d chunks (want %d), %v", addrs[i], pages, root, len(set), want, err)
@@ -81,7 +82,7 @@ func TestOpenSetHTTP(t *testing.T) {
 	all = f.db.All()
 	ctx := context.Background()
 	for _, root := range all[3:5] {
-		_, frames, err := f.cache.OpenSet(ctx, "db1", root, false, true)
+		_, frames, _, err := f.cache.OpenSet(ctx, "db1", root, false, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,4 +199,51 @@ func decodeFrames(t *testing.T, frames []byte) [][]byte {
 		chunks = append(chunks, f.Data)
 	}
 	return chunks
+}
+
+// An open set or page image of the current root says how fresh that root
+// is; asked for fresh while the store cannot be read, it is a 503 naming
+// why, not the last root known (a client that asks for fresh gets one or
+// an error); asked for by name, it needs no store and says nothing of
+// freshness.
+func TestOpenSetCurrentRoot(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{ManifestTTL: time.Hour, OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
+		data, err := src.Get(ctx, root)
+		return VersionSet{Chunks: [][]byte{data, data}, PagesFrom: 1, PageSize: 4096, Pages: []addr.Addr{root}}, err
+	}})
+	h := NewHandler(f.cache, prometheus.NewRegistry())
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec
+	}
+	for _, fresh := range []bool{false, true} {
+		rec := get(api.OpenSetPath("db1", addr.Addr{}, fresh, true))
+		age, stale, ok := api.RootFreshness(rec.Header())
+		if rec.Code != 200 || rec.Header().Get(api.HeaderRoot) != f.db.Root.String() || !ok || stale || age < 0 || age > time.Hour.Milliseconds() {
+			t.Fatalf("open set of the current root (fresh %v): %d, root %q, age %d, stale %v, ok %v: %s", fresh, rec.Code, rec.Header().Get(api.HeaderRoot), age, stale, ok, rec.Body)
+		}
+	}
+	f.fs.down.Store(true)
+	for _, path := range []string{api.OpenSetPath("db1", addr.Addr{}, true, true), api.VersionImagePath("db1", addr.Addr{}, true)} {
+		rec := get(path)
+		if rec.Code != 503 || !strings.Contains(rec.Body.String(), "a fresh root was asked for") || !strings.Contains(rec.Body.String(), f.db.Root.String()) {
+			t.Fatalf("%s with the store down: %d %s, want a 503 naming the last root", path, rec.Code, rec.Body)
+		}
+	}
+	// Not fresh: the root within its TTL, from what the service holds.
+	rec := get(api.OpenSetPath("db1", addr.Addr{}, false, true))
+	if _, stale, ok := api.RootFreshness(rec.Header()); rec.Code != 200 || !ok || stale {
+		t.Fatalf("open set within the TTL with the store down: %d, stale %v, ok %v: %s", rec.Code, stale, ok, rec.Body)
+	}
+	var vi api.VersionImage
+	rec = get(api.VersionImagePath("db1", addr.Addr{}, false))
+	if err := json.Unmarshal(rec.Body.Bytes(), &vi); rec.Code != 200 || err != nil || vi.Current == nil || vi.Current.Stale || vi.Current.Root != f.db.Root.String() {
+		t.Fatalf("page image of the current root within the TTL: %d %s (%v)", rec.Code, rec.Body, err)
+	}
+	// By name: no freshness to tell.
+	rec = get(api.OpenSetPath("db1", f.db.Root, false, true))
+	if _, _, ok := api.RootFreshness(rec.Header()); rec.Code != 200 || ok {
+		t.Fatalf("open set of a root by name: %d, freshness headers %v", rec.Code, ok)
+	}
 }
