@@ -191,6 +191,7 @@ func TestLeanStatusErrors(t *testing.T) {
 		{http.StatusInternalServerError, false, false},
 		{http.StatusBadRequest, false, false},
 		{http.StatusServiceUnavailable, true, false},
+		{http.StatusBadGateway, true, false}, // the store denies the service: as gRPC's Unavailable
 		{http.StatusUnauthorized, true, true},
 		{http.StatusForbidden, true, true},
 	} {

@@ -246,14 +246,15 @@ func errStaleRoot(service, db string) error {
 }
 
 // statusError describes an HTTP answer other than 200 and 404. A 503 (the
-// service is shutting down, or its store is unreachable), a 401 (no or an
-// unknown token) and a 403 (a token without this database) are treated
-// like a connection failure: the client backs off rather than ask again
-// for every read.
+// service is shutting down, or its store is unreachable), a 502 (the store
+// denies the service access), a 401 (no or an unknown token) and a 403 (a
+// token without this database) are treated like a connection failure, as
+// the gRPC client treats Unavailable: the client backs off rather than
+// ask again for every read.
 func statusError(base string, resp *http.Response) error {
 	e := api.ReadError(resp)
 	switch resp.StatusCode {
-	case http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
 		return &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", base, e)}
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return &serviceError{conn: true, refused: true, err: fmt.Errorf("cache service %s: %w", base, e)}

@@ -303,9 +303,4 @@ func isNotFound(err error) bool {
 func toStatus(err error) error { return server.GRPCStatus(err) }
 
 // httpStatus returns the HTTP status of a cache error.
-func httpStatus(err error) int {
-	if errors.Is(err, server.ErrNoFile) {
-		return http.StatusNotFound
-	}
-	return server.StatusOf(err)
-}
+func httpStatus(err error) int { return server.StatusOf(err) }

@@ -201,7 +201,7 @@ func (d *database) refresh(ctx context.Context) error {
 		}
 		// Its own kind: the cause (a file missing from the store, say)
 		// must not turn "unknown" into a 404, which reads as "absent".
-		missingErr = errorf(KindUnknownChunk, nil, "database %q: %d of its table files could not be opened, and the chunk is in none of the others (%v)", d.name, len(set.Failed), err)
+		missingErr = errorf(KindUnknownChunk, err, "database %q: %d of its table files could not be opened, and the chunk is in none of the others", d.name, len(set.Failed))
 		e.log.Error("table files of the database could not be opened; serving the others", "db", d.name, "files", len(set.Failed), "err", err)
 	}
 	tables := make([]*table, 0, len(set.Files))

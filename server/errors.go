@@ -46,6 +46,9 @@ const (
 	KindUnknownImage
 	// KindNotServed: this service does not offer that API.
 	KindNotServed
+	// KindUnknownFile: the database has no table file of that name (its
+	// manifest, read again, does not list it).
+	KindUnknownFile
 )
 
 // kinds maps each kind to its HTTP status and gRPC code: the one place
@@ -57,7 +60,7 @@ var kinds = map[Kind]struct {
 }{
 	KindInternal:         {http.StatusInternalServerError, codes.Internal, "internal"},
 	KindBadRequest:       {http.StatusBadRequest, codes.InvalidArgument, "bad request"},
-	KindTooLarge:         {http.StatusRequestEntityTooLarge, codes.InvalidArgument, "too large"},
+	KindTooLarge:         {http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "too large"},
 	KindUnknownDB:        {http.StatusNotFound, codes.NotFound, "unknown database"},
 	KindUnknownChunk:     {http.StatusInternalServerError, codes.Internal, "unknown chunk"},
 	KindCorrupt:          {http.StatusInternalServerError, codes.DataLoss, "corrupt"},
@@ -67,6 +70,7 @@ var kinds = map[Kind]struct {
 	KindCanceled:         {499, codes.Canceled, "canceled"}, // nginx's "client closed request"
 	KindUnknownImage:     {http.StatusNotFound, codes.NotFound, "unknown image"},
 	KindNotServed:        {http.StatusNotImplemented, codes.Unimplemented, "not served"},
+	KindUnknownFile:      {http.StatusNotFound, codes.NotFound, "unknown file"},
 }
 
 func (k Kind) String() string { return kinds[k].name }

@@ -146,9 +146,9 @@ type FileStats struct {
 }
 
 // OpenFile returns a reader of table file name (as in Snapshot) of
-// database db. A name the database does not have is a KindUnknownChunk
-// error (a 404 would say the database is unknown); a manifest older than
-// ManifestTTL is read again first, to find a file added since.
+// database db. A name the database does not have is a KindUnknownFile
+// error (wrapping ErrNoFile); a manifest older than ManifestTTL is read
+// again first, to find a file added since.
 func (c *Cache) OpenFile(ctx context.Context, db, name string) (*FileReader, error) {
 	d, err := c.database(ctx, db)
 	if err != nil {
@@ -162,7 +162,7 @@ func (c *Cache) OpenFile(ctx context.Context, db, name string) (*FileReader, err
 			return &FileReader{t: t}, nil
 		}
 		if attempt > 0 || d.fresh() {
-			return nil, &Error{Kind: KindUnknownChunk, Msg: fmt.Sprintf("database %q has no table file %q", db, name), Err: ErrNoFile}
+			return nil, &Error{Kind: KindUnknownFile, Msg: fmt.Sprintf("database %q has no table file %q", db, name), Err: ErrNoFile}
 		}
 		if err := d.refreshShared(ctx); err != nil {
 			return nil, err

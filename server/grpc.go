@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -49,7 +50,7 @@ type grpcService struct {
 func (g *grpcService) GetChunk(ctx context.Context, req *chunkpb.GetChunkRequest) (*chunkpb.GetChunkResponse, error) {
 	a, err := addr.FromBytes(req.Address)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "bad address: %v", err)
+		return nil, toStatus(errorf(KindBadRequest, err, "bad address"))
 	}
 	r, err := g.c.GetChunk(ctx, req.Db, a)
 	if err != nil {
@@ -129,20 +130,20 @@ func (g *grpcService) GetRoot(ctx context.Context, req *chunkpb.GetRootRequest) 
 	}
 	root, err := addr.Parse(info.Root)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "database %q: root: %v", req.Db, err)
+		return nil, toStatus(fmt.Errorf("database %q: root: %w", req.Db, err))
 	}
 	return &chunkpb.GetRootResponse{Root: root[:], AgeMs: info.AgeMS, TtlMs: info.TTLMS, Stale: info.Stale}, nil
 }
 
 func batchAddrs(raw [][]byte) ([]addr.Addr, error) {
 	if len(raw) > MaxBatch {
-		return nil, status.Errorf(codes.InvalidArgument, "batch of %d addresses exceeds the limit of %d", len(raw), MaxBatch)
+		return nil, toStatus(errorf(KindTooLarge, nil, "batch of %d addresses exceeds the limit of %d", len(raw), MaxBatch))
 	}
 	out := make([]addr.Addr, len(raw))
 	for i, b := range raw {
 		a, err := addr.FromBytes(b)
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "address %d: %v", i, err)
+			return nil, toStatus(errorf(KindBadRequest, err, "address %d", i))
 		}
 		out[i] = a
 	}

@@ -123,7 +123,7 @@ func (d *DB) QueryError(err error) error {
 		return err
 	}
 	if cause := LastReadError(d.name); cause != nil {
-		return fmt.Errorf("%w: %v", err, cause)
+		return fmt.Errorf("%w: %w", err, cause)
 	}
 	return err
 }

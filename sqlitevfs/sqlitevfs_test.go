@@ -319,6 +319,29 @@ func TestReadErrorsSurface(t *testing.T) {
 	}
 }
 
+// TestQueryErrorWrapsCause: DB.QueryError adds the page source's error to
+// SQLite's "disk I/O error" so that errors.Is finds both: a caller can
+// tell a store that is unreachable from a bad query.
+func TestQueryErrorWrapsCause(t *testing.T) {
+	fp := &failingPages{Pages: filePages(t, testDB(t, 4, 5500)), limit: 1}
+	db, err := OpenImage("query-error", fp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	fp.armed.Store(true)
+	_, _, err = scanAll(db.DB, `SELECT Text FROM sentences`)
+	err = db.QueryError(err)
+	var se sqlite3.Error
+	if !errors.Is(err, errInjected) || !errors.As(err, &se) || se.Code != sqlite3.ErrIoErr {
+		t.Fatalf("QueryError = %v: want it to wrap both SQLite's I/O error and the source's", err)
+	}
+}
+
 // TestUnalignedReads drives the VFS read path directly with reads that
 // start inside pages, span pages and run past the end.
 func TestUnalignedReads(t *testing.T) {
