@@ -141,8 +141,9 @@ func waitImage(t *testing.T, dir string) {
 // TestPageImage: a same-host client reads its pages from the service's
 // page image: the first process fills it (with requests), a later one
 // reads every page with no request; results are the local file's; a
-// corrupted image page is caught and filled again; an evicted image and a
-// restarted service leave the client reading correctly.
+// corrupted image page is caught and filled again; an image cut short
+// under a running client and a restarted service leave the client reading
+// correctly (an evicted one: TestPageImageEvicted).
 func TestPageImage(t *testing.T) {
 	plain, h := sameHostImport(t, 3, 0)
 	start := time.Now()
@@ -228,6 +229,70 @@ func TestPageImage(t *testing.T) {
 	sameResults(t, "new process after the restart", plain, d4, queries)
 	lap("new process after the restart")
 	_ = c4
+}
+
+// TestPageImageEvicted: the service evicts a database's image (its budget
+// taken by another database's) under a running client that reads from
+// it: the client reads on correctly (what it mapped stays readable; a
+// page that fails its CRC, which the service can no longer fill, comes
+// through the other tiers), and a new process of that database gets an
+// image again.
+func TestPageImageEvicted(t *testing.T) {
+	s := newFolder(t)
+	pathA, pathB := genDB(t, 3), genDB(t, 4)
+	importFile(t, s, pathA, ImportOptions{DB: "img", Message: "a"})
+	importFile(t, s, pathB, ImportOptions{DB: "img2", Message: "b"})
+	fa, err := os.Stat(pathA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := os.Stat(pathB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for either image, not for both.
+	h := startSameHost(t, s, max(fa.Size(), fb.Size())+min(fa.Size(), fb.Size())/2)
+	plainA, plainB := plainDB(t, pathA), plainDB(t, pathB)
+	images := func() []string {
+		m, _ := filepath.Glob(filepath.Join(h.dir, api.CacheImagesDir, "*.img"))
+		return m
+	}
+
+	c1, d1 := h.open(t, "img")
+	sameResults(t, "first database", plainA, d1, queries)
+	first := images()
+	if len(first) != 1 || c1.Stats().ImageReads+c1.Stats().ImageFills == 0 {
+		t.Fatalf("first database: images %v, %v", first, c1.Stats())
+	}
+	waitImage(t, h.dir)
+	// Rot in every page of the first image: a read of it that fails its
+	// CRC asks the service to fill the slot again, which after the
+	// eviction below it cannot do.
+	f, err := os.OpenFile(first[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := int64(0); off < fa.Size(); off += 4096 {
+		f.WriteAt([]byte{0x55, 0xaa}, off+100)
+	}
+	f.Close()
+	_, d2 := h.open(t, "img2") // evicts the first database's image
+	sameResults(t, "second database", plainB, d2, queries)
+	if now := images(); len(now) != 1 || now[0] == first[0] {
+		t.Fatalf("images after the second database's: %v, want one, not %s", now, first[0])
+	}
+	before := c1.Stats()
+	sameResults(t, "first database, its image evicted", plainA, d1, queries)
+	if st := c1.Stats().Sub(before); st.ImageBad == 0 || st.Service.Chunks+st.LocalReads == 0 {
+		t.Fatalf("first database after the eviction: want its rotten pages read through the other tiers: %v", st)
+	}
+	versionImages := h.versionImages.Load()
+	c3, d3 := h.open(t, "img") // a new process: a new image of the first
+	sameResults(t, "first database, a new process", plainA, d3, queries)
+	if now := images(); len(now) != 1 || now[0] != first[0] || h.versionImages.Load() != versionImages+1 || c3.Stats().ImageReads+c3.Stats().ImageFills == 0 {
+		t.Fatalf("a new process of the first database: images %v (want %s), %v", now, first[0], c3.Stats())
+	}
+	sameResults(t, "second database, its image evicted", plainB, d2, queries)
 }
 
 // TestPageImageMissing: without the service's directory, or with a budget
