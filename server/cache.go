@@ -17,13 +17,21 @@
 //
 // The files, one concern each: cache.go (the Cache and its chunk API),
 // memory.go (the memory tier), database.go and state.go (databases, their
-// manifests and saved state), table.go (reads of one table file),
-// download.go (whole-file downloads and their admission), disk.go (the
-// cache directory and its budget), errors.go (error kinds and their
-// statuses), http.go and grpc.go (the APIs), metrics.go, config.go.
+// manifests and saved state), files.go (a database's table files as
+// files: snapshots and whole-file reads, for the Dolt remote), table.go
+// (reads of one table file), download.go (whole-file downloads and their
+// admission), disk.go (the cache directory and its budget), image.go
+// (page images for same-host readers), openset.go (SQLite versions' open
+// sets), view.go (what /v1/status shows), health.go (whether the store
+// answers), auth.go (tokens), errors.go (error kinds and their statuses),
+// http.go, http1.go and poll_*.go (the HTTP API and its fast path for
+// reads of one chunk), grpc.go, metrics.go, config.go, priority_*.go (the
+// low-priority thread that verifies downloads).
 //
 // Lock order, outermost first: Cache.mu, database.mu, table.mu, disk.mu,
-// cachedFile.mu. database.stateMu is taken alone. Counters are atomics.
+// cachedFile.mu; images.mu, image.mu. Taken alone (nothing else is taken
+// while they are held): database.stateMu, database.nowMu, openSets.mu,
+// storeHealth.mu, the HTTP fast path's. Counters are atomics.
 package server
 
 import (
