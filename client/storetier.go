@@ -337,20 +337,18 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 	// Files a same-host service keeps (Options.LocalDir) open with no store
 	// IO; they are published with the root, so reads can use them before
 	// the other files' indexes arrive from the store.
-	local := map[string]*tableset.File[*table]{}
 	if c.opts.LocalDir != "" {
 		marker, _ := os.ReadFile(filepath.Join(c.opts.LocalDir, api.CacheLayoutFile))
 		hashed := string(marker) == api.CacheLayout
-		for _, spec := range m.Specs {
-			if _, ok := prevSet.Get(spec.Name); ok || manifest.IsJournal(spec.Name) {
-				continue
-			}
-			if f := s.openLocal(spec.Name, hashed); f != nil {
-				local[spec.Name] = f
-			}
+		l.Local = func(name string) (*tableset.File[*table], bool) {
+			f := s.openLocal(name, hashed)
+			return f, f != nil
 		}
 	}
-	if prev == nil {
+	l.LocalDone = func(local []*tableset.File[*table]) {
+		if prev != nil {
+			return
+		}
 		s.rootOnce.Do(func() {
 			s.firstRoot = m.Root
 			for _, f := range local {
@@ -359,13 +357,7 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 			close(s.rootReady)
 		})
 	}
-	set := l.Open(ctx, m, func(name string) (*tableset.File[*table], bool) {
-		if f, ok := prevSet.Get(name); ok {
-			return f, true
-		}
-		f, ok := local[name]
-		return f, ok
-	})
+	set := l.Open(ctx, m, prevSet.Get)
 	if set.Journal {
 		// A local Dolt database's chunk journal is no table file; its
 		// chunks are out of reach (push to a remote, or gc, first).

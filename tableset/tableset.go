@@ -127,6 +127,16 @@ type Loader[T any] struct {
 	// IndexTail is the first read of the default OpenIndex (see
 	// tablefile.Options.Tail). 0 means DefaultIndexTail.
 	IndexTail int
+	// Local, if set, opens a table file from a copy at hand with no store
+	// IO (a same-host service's cache directory), before the store is
+	// asked: a file it returns is taken as it is (with Appendix set from
+	// the manifest); for one it does not, the store is asked. It is
+	// called for each file Open does not already have, one at a time.
+	Local func(name string) (*File[T], bool)
+	// LocalDone, if set, is called once Local has been asked for every
+	// file, with the files it opened, before the store is asked for the
+	// others: a caller can use them while the rest load.
+	LocalDone func(files []*File[T])
 }
 
 // Load reads the manifest and opens its table files, reusing the files
@@ -153,9 +163,9 @@ func (l *Loader[T]) Manifest(ctx context.Context) (*manifest.Manifest, string, e
 }
 
 // Open opens the table files of manifest m: each file that have returns
-// (a previous Set's Get, or files the caller opened its own way) is taken
-// as it is, with Appendix set from m; every other one is looked up in the
-// store and opened with OpenIndex, Concurrency at a time. have may be nil.
+// (a previous Set's Get) or else Local opens is taken as it is, with
+// Appendix set from m; every other one is looked up in the store and
+// opened with OpenIndex, Concurrency at a time. have may be nil.
 func (l *Loader[T]) Open(ctx context.Context, m *manifest.Manifest, have func(name string) (*File[T], bool)) *Set[T] {
 	appendix := make(map[string]bool, len(m.Appendix))
 	for _, name := range m.Appendix {
@@ -164,8 +174,12 @@ func (l *Loader[T]) Open(ctx context.Context, m *manifest.Manifest, have func(na
 	opened := make([]*File[T], len(m.Specs))
 	failed := make([]*FileError, len(m.Specs))
 	s := &Set[T]{Manifest: m, byName: make(map[string]*File[T], len(m.Specs))}
-	var g errgroup.Group
-	g.SetLimit(orDefault(l.Concurrency, DefaultConcurrency))
+	take := func(i int, f *File[T]) {
+		reused := *f
+		reused.Appendix = appendix[reused.Name]
+		opened[i] = &reused
+	}
+	var fromStore, locals []int
 	for i, spec := range m.Specs {
 		if manifest.IsJournal(spec.Name) {
 			s.Journal = true
@@ -173,12 +187,30 @@ func (l *Loader[T]) Open(ctx context.Context, m *manifest.Manifest, have func(na
 		}
 		if have != nil {
 			if f, ok := have(spec.Name); ok && f != nil {
-				reused := *f
-				reused.Appendix = appendix[spec.Name]
-				opened[i] = &reused
+				take(i, f)
 				continue
 			}
 		}
+		if l.Local != nil {
+			if f, ok := l.Local(spec.Name); ok && f != nil {
+				take(i, f)
+				locals = append(locals, i)
+				continue
+			}
+		}
+		fromStore = append(fromStore, i)
+	}
+	if l.LocalDone != nil {
+		files := make([]*File[T], len(locals))
+		for k, i := range locals {
+			files[k] = opened[i]
+		}
+		l.LocalDone(files)
+	}
+	var g errgroup.Group
+	g.SetLimit(orDefault(l.Concurrency, DefaultConcurrency))
+	for _, i := range fromStore {
+		spec := m.Specs[i]
 		g.Go(func() error {
 			f, err := l.open(ctx, spec.Name, spec.Chunks, appendix[spec.Name])
 			if err != nil {

@@ -272,6 +272,65 @@ func TestLoadReusesOpenFiles(t *testing.T) {
 	}
 }
 
+// TestLoadLocalFirst: files Local opens are taken as they are, and
+// LocalDone has them before the store is asked for any other file; the
+// rest come from the store; Local is not asked for files the caller has.
+func TestLoadLocalFirst(t *testing.T) {
+	ctx := context.Background()
+	s, mdb, db := newDB(t, testdb.Options{Files: 3, Chunks: 5, ChunkSize: 256})
+	var storeOpens atomic.Int64
+	l := &tableset.Loader[*int]{DB: mdb, OpenIndex: func(ctx context.Context, o tableset.Object) (*tablefile.Table, *int, error) {
+		storeOpens.Add(1)
+		t, err := tablefile.Open(store.ReaderAt(context.Background(), s, o.Key), o.Size, nil)
+		return t, nil, err
+	}}
+	all, err := l.Load(ctx, nil) // the files, to hand out as "local copies"
+	if err != nil || all.Err() != nil {
+		t.Fatal(err, all.Err())
+	}
+	storeOpens.Store(0)
+	local := db.Files[1].Name
+	mark := 7
+	var asked []string
+	l.Local = func(name string) (*tableset.File[*int], bool) {
+		asked = append(asked, name)
+		if name != local {
+			return nil, false
+		}
+		f, _ := all.Get(name)
+		c := *f
+		c.Value = &mark
+		return &c, true
+	}
+	var done []*tableset.File[*int]
+	l.LocalDone = func(files []*tableset.File[*int]) {
+		if storeOpens.Load() != 0 {
+			t.Errorf("LocalDone after %d store opens", storeOpens.Load())
+		}
+		done = files
+	}
+	m, _, err := l.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := db.Files[0].Name
+	set := l.Open(ctx, m, func(name string) (*tableset.File[*int], bool) {
+		if name == have {
+			return all.Get(name)
+		}
+		return nil, false
+	})
+	if set.Err() != nil || len(set.Files) != 3 || storeOpens.Load() != 1 {
+		t.Fatalf("%d files, %d store opens, %v: want 3 files, one of them from the store", len(set.Files), storeOpens.Load(), set.Err())
+	}
+	if len(done) != 1 || done[0].Name != local || done[0].Value != &mark || len(asked) != 2 || asked[0] == have || asked[1] == have {
+		t.Fatalf("LocalDone had %d files, Local was asked %v: want the local copy, and Local asked for the two files not at hand", len(done), asked)
+	}
+	if f, _ := set.Get(local); f.Value != &mark {
+		t.Fatal("the local copy was not taken")
+	}
+}
+
 func TestLoadUnreachableStore(t *testing.T) {
 	ctx := context.Background()
 	s, mdb, db := newDB(t, testdb.Options{Files: 3, Chunks: 5, ChunkSize: 256})
