@@ -369,3 +369,10 @@ func (d *database) info() api.DBInfo {
 	}
 	return info
 }
+
+// setManifest records the manifest a refresh published.
+func (d *database) setManifest(m *manifest.Manifest) {
+	d.mu.Lock()
+	d.m = m
+	d.mu.Unlock()
+}

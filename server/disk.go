@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -518,4 +519,34 @@ func defaultHooks() *hooks {
 		sync:    func(f *os.File) error { return f.Sync() },
 		rename:  os.Rename,
 	}
+}
+
+// byDB returns the cached files per database: a file's store key is its
+// database's name, a slash and the file's name (which has no slash).
+func (dk *disk) byDB() map[string]dirUse {
+	dk.mu.Lock()
+	defer dk.mu.Unlock()
+	out := map[string]dirUse{}
+	for key, cf := range dk.files {
+		u := out[path.Dir(key)]
+		u.files++
+		u.bytes += cf.size
+		out[path.Dir(key)] = u
+	}
+	return out
+}
+
+// dropDB removes every cached file of database db, as drop does one:
+// readers holding a file finish with it; new reads go to the store (and
+// may download the file again).
+func (dk *disk) dropDB(db string) (files int, bytes int64) {
+	dk.mu.Lock()
+	defer dk.mu.Unlock()
+	for key, cf := range dk.files {
+		if path.Dir(key) == db && dk.dropLocked(cf) {
+			files++
+			bytes += cf.size
+		}
+	}
+	return files, bytes
 }

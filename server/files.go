@@ -55,13 +55,6 @@ func (s Snapshot) Size() int64 {
 	return n
 }
 
-// setManifest records the manifest a refresh published.
-func (d *database) setManifest(m *manifest.Manifest) {
-	d.mu.Lock()
-	d.m = m
-	d.mu.Unlock()
-}
-
 // Snapshot returns database db's files and root. A copy of the manifest
 // older than ManifestTTL is read again first, so a client asking for the
 // root sees a push within ManifestTTL; if the store fails meanwhile, the
@@ -287,24 +280,6 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 	return st, nil
 }
 
-// extent widens [off, end) to whole units and returns them.
-func (t *table) extent(off, end int64) (lo, hi int64, units []tablefile.Unit) {
-	units = t.idx.Units(uint64(off), uint64(end))
-	lo, hi = off, end
-	if len(units) > 0 {
-		lo, hi = min(lo, int64(units[0].Offset)), max(hi, int64(units[len(units)-1].End()))
-	}
-	return lo, hi, units
-}
-
-// inFlight returns the download in flight, if any (it may still wait for
-// a download slot, without a file).
-func (t *table) inFlight() *download {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.dl
-}
-
 // waitFor reports whether the first end bytes of dl have arrived. While
 // following, it waits for them if they are at most followWindow away; a
 // download that brings nothing for StoreTimeout stops the following.
@@ -379,22 +354,6 @@ func (r *FileReader) readStore(ctx context.Context, lo, hi int64, units []tablef
 		return nil, err
 	}
 	return buf, nil
-}
-
-// checkLocal checks units of the verified copy (buf holds the file from
-// offset lo) against its sums.
-func (t *table) checkLocal(view *tablefile.Table, buf []byte, lo int64, units []tablefile.Unit) error {
-	for _, u := range units {
-		b := buf[int64(u.Offset)-lo : int64(u.End())-lo]
-		checked, err := view.CheckUnit(u, b)
-		if err != nil {
-			return err
-		}
-		if !checked { // the copy's sums cover every unit; never trust less
-			return &tablefile.CorruptError{Offset: int64(u.Offset), Reason: "the copy's sums do not cover this unit"}
-		}
-	}
-	return nil
 }
 
 // prove proves units (buf holds the file from offset lo to hi) read from

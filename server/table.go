@@ -425,3 +425,37 @@ func (t *table) info() api.TableInfo {
 	}
 	return ti
 }
+
+// extent widens [off, end) to whole units and returns them.
+func (t *table) extent(off, end int64) (lo, hi int64, units []tablefile.Unit) {
+	units = t.idx.Units(uint64(off), uint64(end))
+	lo, hi = off, end
+	if len(units) > 0 {
+		lo, hi = min(lo, int64(units[0].Offset)), max(hi, int64(units[len(units)-1].End()))
+	}
+	return lo, hi, units
+}
+
+// inFlight returns the download in flight, if any (it may still wait for
+// a download slot, without a file).
+func (t *table) inFlight() *download {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dl
+}
+
+// checkLocal checks units of the verified copy (buf holds the file from
+// offset lo) against its sums.
+func (t *table) checkLocal(view *tablefile.Table, buf []byte, lo int64, units []tablefile.Unit) error {
+	for _, u := range units {
+		b := buf[int64(u.Offset)-lo : int64(u.End())-lo]
+		checked, err := view.CheckUnit(u, b)
+		if err != nil {
+			return err
+		}
+		if !checked { // the copy's sums cover every unit; never trust less
+			return &tablefile.CorruptError{Offset: int64(u.Offset), Reason: "the copy's sums do not cover this unit"}
+		}
+	}
+	return nil
+}

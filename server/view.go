@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -82,36 +81,6 @@ func (d *database) downloading() (n int, bytes int64) {
 type dirUse struct {
 	files int
 	bytes int64
-}
-
-// byDB returns the cached files per database: a file's store key is its
-// database's name, a slash and the file's name (which has no slash).
-func (dk *disk) byDB() map[string]dirUse {
-	dk.mu.Lock()
-	defer dk.mu.Unlock()
-	out := map[string]dirUse{}
-	for key, cf := range dk.files {
-		u := out[path.Dir(key)]
-		u.files++
-		u.bytes += cf.size
-		out[path.Dir(key)] = u
-	}
-	return out
-}
-
-// dropDB removes every cached file of database db, as drop does one:
-// readers holding a file finish with it; new reads go to the store (and
-// may download the file again).
-func (dk *disk) dropDB(db string) (files int, bytes int64) {
-	dk.mu.Lock()
-	defer dk.mu.Unlock()
-	for key, cf := range dk.files {
-		if path.Dir(key) == db && dk.dropLocked(cf) {
-			files++
-			bytes += cf.size
-		}
-	}
-	return files, bytes
 }
 
 // savedDBs returns the names of the databases with a saved state in the
