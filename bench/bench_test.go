@@ -48,7 +48,7 @@ func TestSuites(t *testing.T) {
 // common ones: its own tables and paths.
 var suiteReportWants = map[string][]string{
 	"sql": {"hit ratios per tier", "The seed's table", "| cache service, warm |", "| cache service, warm, same host |", "| object store directly |", "### point-lookup-each",
-		"Where the pages came from", "hit_ratio"},
+		"Where the pages came from", "hit_ratio", "| sequential round trips |", "sequential_round_trips"},
 	"sysbench": {"hit ratios per tier", "reads_mean_multiplier", "| oltp_point_select |", "| index_join_scan |", "| types_table_scan |",
 		"Where the pages came from", "| service requests per op |", "`store-direct`", "hit_ratio", "service_requests_per_op"},
 	"bigdata": {"store bytes per byte served", "Disk reads per read"},
@@ -70,7 +70,7 @@ func checkSuiteReport(t *testing.T, out string, rep *Report) {
 	metrics, _ := os.ReadFile(filepath.Join(out, "metrics.csv"))
 	for _, w := range wants {
 		in := md
-		if w == "hit_ratio" || w == "store_bytes_per_clone" || w == "service_requests_per_op" {
+		if w == "hit_ratio" || w == "store_bytes_per_clone" || w == "service_requests_per_op" || w == "sequential_round_trips" {
 			in = metrics
 		}
 		if !strings.Contains(string(in), w) {
