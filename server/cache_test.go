@@ -929,6 +929,28 @@ func (c *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return c.Store.Get(ctx, key)
 }
 
+// newVersion publishes a new version of db1 (another database's files
+// and manifest, made as db2 and copied over db1's) and returns it.
+func (f *fixture) newVersion(t *testing.T) *testdb.DB {
+	t.Helper()
+	ctx := context.Background()
+	next := testdb.MustMake(t, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
+	objs, err := f.fs.List(ctx, "db2/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		b, err := f.fs.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.fs.Put(ctx, "db1/"+strings.TrimPrefix(o.Key, "db2/"), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return next
+}
+
 // TestRoot: the root is answered from what the service holds while its
 // manifest is younger than ManifestTTL; a fresh root costs one HEAD when
 // the manifest has not changed, and sees a new version when it has; a
@@ -951,20 +973,7 @@ func TestRoot(t *testing.T) {
 		t.Fatalf("fresh Root of an unchanged manifest: %+v, %v; heads %d→%d, opens %d→%d", info, err, heads, cs.heads.Load(), opens, cs.opens.Load())
 	}
 	// A new version in the store: a fresh root sees it.
-	next := testdb.MustMake(t, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
-	objs, err := f.fs.List(ctx, "db2/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs { // db2's files and manifest become db1's
-		b, err := f.fs.Get(ctx, o.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.fs.Put(ctx, "db1/"+strings.TrimPrefix(o.Key, "db2/"), b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	next := f.newVersion(t)
 	if info, err := c.Root(ctx, "db1", false); err != nil || info.Root != f.db.Root.String() {
 		t.Fatalf("Root within the TTL: %+v, %v (the old root, by contract)", info, err)
 	}
@@ -1020,20 +1029,7 @@ func TestFreshRootNotShared(t *testing.T) {
 		first <- info
 	}()
 	<-g.headed // the first check has read the old manifest's version
-	next := testdb.MustMake(t, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
-	objs, err := f.fs.List(ctx, "db2/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs { // db2's files and manifest become db1's
-		b, err := f.fs.Get(ctx, o.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.fs.Put(ctx, "db1/"+strings.TrimPrefix(o.Key, "db2/"), b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	next := f.newVersion(t)
 	second := make(chan api.RootInfo, 1)
 	go func() {
 		info, err := c.Root(ctx, "db1", true)
