@@ -1019,25 +1019,22 @@ func TestFreshRootNotShared(t *testing.T) {
 	if _, err := c.Root(ctx, "db1", false); err != nil {
 		t.Fatal(err)
 	}
+	fresh := func() <-chan api.RootInfo { // a fresh root request, under way
+		ch := make(chan api.RootInfo, 1)
+		go func() {
+			info, err := c.Root(ctx, "db1", true)
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- info
+		}()
+		return ch
+	}
 	g.armed.Store(true)
-	first := make(chan api.RootInfo, 1)
-	go func() {
-		info, err := c.Root(ctx, "db1", true)
-		if err != nil {
-			t.Error(err)
-		}
-		first <- info
-	}()
+	first := fresh()
 	<-g.headed // the first check has read the old manifest's version
 	next := f.newVersion(t)
-	second := make(chan api.RootInfo, 1)
-	go func() {
-		info, err := c.Root(ctx, "db1", true)
-		if err != nil {
-			t.Error(err)
-		}
-		second <- info
-	}()
+	second := fresh()
 	time.Sleep(50 * time.Millisecond) // the second request waits on the first check
 	close(g.released)
 	// The first is answered the root its check read, or a newer one if
