@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/auth"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/internal/sqltest"
@@ -84,7 +85,12 @@ func newFixture(t testing.TB, sentences int) *fixture {
 	// A store URL with a query of its own: percent-encoded in a URI.
 	f.store = "file://" + fs.Root() + "?latency=0s"
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cache, err := server.New(server.Config{Store: fs, CacheDir: t.TempDir(), NoFsync: true, Logger: quiet})
+	// The service computes open sets, as chunkd serve does.
+	openSet := func(ctx context.Context, src server.ChunkSource, root addr.Addr) (server.VersionSet, error) {
+		set, err := sqlchunks.OpenSet(ctx, src, root)
+		return server.VersionSet{Chunks: set.Chunks, PagesFrom: set.PagesFrom, PageSize: set.PageSize, Pages: set.Pages}, err
+	}
+	cache, err := server.New(server.Config{Store: fs, CacheDir: t.TempDir(), NoFsync: true, Logger: quiet, OpenSet: openSet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,9 +216,24 @@ func TestShell(t *testing.T) {
 				DB        string `json:"db"`
 				Root      string `json:"root"`
 				PagesRead int64  `json:"pages_read"`
+				Service   struct {
+					Requests int64 `json:"requests"`
+				} `json:"service"`
 			}
 			if err := json.Unmarshal([]byte(strings.Trim(lines[1], "'")), &stats); err != nil || stats.Root != p.root || stats.DB != dbName || stats.PagesRead == 0 {
 				t.Fatalf("chunkd_stats() = %s: %+v, %v", lines[1], stats, err)
+			}
+			// Through a service, a version opens by its open set: the
+			// root (unless at= names it), then the set, which holds what
+			// the schema reads.
+			if strings.Contains(p.uri, "service=") {
+				want := int64(2)
+				if strings.Contains(p.uri, "at=") {
+					want = 1
+				}
+				if stats.Service.Requests != want {
+					t.Fatalf("chunkd_stats() = %s: %d service requests, want %d (the open set)", lines[1], stats.Service.Requests, want)
+				}
 			}
 		})
 	}

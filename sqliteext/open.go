@@ -169,7 +169,8 @@ func open(name string, q url.Values) (*sqlitevfs.Image, error) {
 			return fail(cantOpen("%v", err))
 		}
 	}
-	pages, err := sqlchunks.OpenPages(ctx, r, root)
+	// From a service, by the version's open set: one request.
+	pages, err := sqlchunks.OpenVersionPages(ctx, r, root)
 	switch {
 	case errors.Is(err, sqlchunks.ErrNotRoot), errors.Is(err, client.ErrNotFound):
 		return fail(cantOpen("%v", err)) // not a version of a chunkd SQLite database
@@ -178,6 +179,7 @@ func open(name string, q url.Values) (*sqlitevfs.Image, error) {
 	}
 	src := &source{c: c, root: root, pages: pages}
 	return &sqlitevfs.Image{Pages: pages.ForVFS(), Value: src, Close: func() error {
+		pages.Close()
 		err := c.Close()
 		closeStore()
 		return err
@@ -229,6 +231,13 @@ func (r timedReader) Root(ctx context.Context) (addr.Addr, error) {
 }
 
 func (r timedReader) DB() string { return r.c.DB() }
+
+// ReadOpenSet makes timedReader a sqlchunks.SetReader, as the client is.
+func (r timedReader) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.d)
+	defer cancel()
+	return r.c.ReadOpenSet(ctx, root, pages)
+}
 
 // tierJSON is one tier in chunkd_stats().
 type tierJSON struct {
