@@ -218,16 +218,21 @@ func TestLoadMissingDatabase(t *testing.T) {
 	}
 }
 
+// countingLoader is a loader of mdb that counts its store opens in opens;
+// each file's Value is its open's number.
+func countingLoader(s store.Store, mdb *manifest.DB, opens *atomic.Int64) *tableset.Loader[*int] {
+	return &tableset.Loader[*int]{DB: mdb, OpenIndex: func(ctx context.Context, o tableset.Object) (*tablefile.Table, *int, error) {
+		n := int(opens.Add(1))
+		t, err := tablefile.Open(store.ReaderAt(context.Background(), s, o.Key), o.Size, nil)
+		return t, &n, err
+	}}
+}
+
 func TestLoadReusesOpenFiles(t *testing.T) {
 	ctx := context.Background()
 	s, mdb, db := newDB(t, testdb.Options{Files: 3, Chunks: 5, ChunkSize: 256})
 	var opens atomic.Int64
-	l := &tableset.Loader[*int]{DB: mdb, OpenIndex: func(ctx context.Context, o tableset.Object) (*tablefile.Table, *int, error) {
-		opens.Add(1)
-		n := int(opens.Load())
-		t, err := tablefile.Open(store.ReaderAt(context.Background(), s, o.Key), o.Size, nil)
-		return t, &n, err
-	}}
+	l := countingLoader(s, mdb, &opens)
 	first, err := l.Load(ctx, nil)
 	if err != nil || first.Err() != nil || opens.Load() != 3 {
 		t.Fatalf("first load: %v, %v, %d opens", err, first.Err(), opens.Load())
@@ -279,11 +284,7 @@ func TestLoadLocalFirst(t *testing.T) {
 	ctx := context.Background()
 	s, mdb, db := newDB(t, testdb.Options{Files: 3, Chunks: 5, ChunkSize: 256})
 	var storeOpens atomic.Int64
-	l := &tableset.Loader[*int]{DB: mdb, OpenIndex: func(ctx context.Context, o tableset.Object) (*tablefile.Table, *int, error) {
-		storeOpens.Add(1)
-		t, err := tablefile.Open(store.ReaderAt(context.Background(), s, o.Key), o.Size, nil)
-		return t, nil, err
-	}}
+	l := countingLoader(s, mdb, &storeOpens)
 	all, err := l.Load(ctx, nil) // the files, to hand out as "local copies"
 	if err != nil || all.Err() != nil {
 		t.Fatal(err, all.Err())
