@@ -45,7 +45,10 @@ const (
 // DBPath returns the URL path of database db's DBInfo: /v1/dbs/{db}, with db
 // path-escaped so that any non-empty name fits in one path segment (and the
 // names "." and ".." are not taken for path steps).
-func DBPath(db string) string { return "/v1/dbs/" + escapeDB(db) }
+func DBPath(db string) string { return DBsPrefix + escapeDB(db) }
+
+// DBsPrefix begins the path of every route of one database.
+const DBsPrefix = "/v1/dbs/"
 
 // escapeDB escapes a database name for one path segment.
 func escapeDB(db string) string {

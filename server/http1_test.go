@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -519,5 +520,59 @@ func TestHTTP1SpinMetrics(t *testing.T) {
 	}
 	if w := p.h1.spin.Work(); w != 0 {
 		t.Fatalf("work in progress %d after the connection closed; want 0", w)
+	}
+}
+
+// TestChunkRouteAgreesWithMux: the hand-written route of a chunk read
+// (chunkRoute) takes a request only where the mux would route it to
+// api.PatternChunk, with the same path values; everything else goes to the
+// mux, whose answer is then the mux's.
+func TestChunkRouteAgreesWithMux(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 1}, Config{})
+	am := NewHandler(f.cache, prometheus.NewRegistry()).(apiMux)
+	// A mux with the chunk's pattern alone, to read its path values.
+	var gotDB, gotAddr string
+	values := http.NewServeMux()
+	values.HandleFunc(api.PatternChunk, func(w http.ResponseWriter, r *http.Request) {
+		gotDB, gotAddr = r.PathValue("db"), r.PathValue("address")
+	})
+	paths := []string{
+		"/v1/dbs/db1/chunks/abc", "/v1/dbs/a.b-c_d~e/chunks/0123456789abcdefghijklmnopqrstuv", "/v1/dbs/db/chunks/...",
+		"/v1/dbs/./chunks/x", "/v1/dbs/../chunks/x", "/v1/dbs//chunks/x", "/v1/dbs/db/chunks/", "/v1/dbs/db/chunks/a/",
+		"/v1/dbs/db/chunks/a/b", "/v1/dbs/db/chunks/.", "/v1/dbs/db/chunks/..", "/v1/dbs/db/chunk/a", "/v1/dbs/db",
+		"/v1/dbs/db/chunks", "/v1/dbs/%64b/chunks/a", "/v1/dbs/d%2Fb/chunks/a", "/v1/dbs/db/chunks/a%2Fb", "/v1/dbs/db/./chunks/a",
+		"/v1/dbs/db//chunks/a", "/v1//dbs/db/chunks/a", "/v1/dbs/db/chunks/a?x=1", "/v1/dbs/db/root", "/v2/dbs/db/chunks/a", "/",
+	}
+	hand := 0
+	for _, p := range paths {
+		for _, method := range []string{"GET", "HEAD", "POST"} {
+			r := httptest.NewRequest(method, p, nil)
+			_, want := am.ServeMux.Handler(r)
+			_, got := am.Handler(r)
+			if got != want {
+				t.Errorf("%s %s: routed to %q, the mux says %q", method, p, got, want)
+			}
+			db, address, ok := chunkRoute(r)
+			if !ok {
+				continue
+			}
+			hand++
+			gotDB, gotAddr = "", ""
+			values.ServeHTTP(httptest.NewRecorder(), r)
+			if want != api.PatternChunk || db != gotDB || address != gotAddr {
+				t.Errorf("%s %s: by hand %q %q, the mux %q with %q %q", method, p, db, address, want, gotDB, gotAddr)
+			}
+		}
+	}
+	if hand != 4 {
+		t.Errorf("%d requests routed by hand, want the 4 plain GETs (one with a query, which routes as its path)", hand)
+	}
+	// A route of another package under /v1/dbs/: every match is the mux's.
+	const special = "GET /v1/dbs/{db}/chunks/special"
+	httpAccess[special] = pathDB // every route needs its rule
+	defer delete(httpAccess, special)
+	other := NewHandler(f.cache, prometheus.NewRegistry(), Route{Pattern: special, Handler: http.NotFoundHandler()}).(apiMux)
+	if _, pattern := other.Handler(httptest.NewRequest("GET", "/v1/dbs/db/chunks/special", nil)); other.chunk != nil || pattern != special {
+		t.Errorf("with a route beside the chunk's: %q, hand routing on: %v", pattern, other.chunk != nil)
 	}
 }

@@ -32,6 +32,10 @@ type metrics struct {
 	// served and storeReadCount feed GET /v1/cache (view.go).
 	served         tierCounter
 	storeReadCount atomic.Int64
+	// tierHits and tierHitBytes are hits' and hitBytes' children per
+	// tier, looked up once (a lookup hashes its labels: every chunk served
+	// counts in both).
+	tierHits, tierHitBytes [api.TierStore + 1]prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -72,16 +76,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.downloads.WithLabelValues(r)
 	}
 	for _, t := range []api.Tier{api.TierMemory, api.TierDisk, api.TierPartial, api.TierStore} {
-		m.hits.WithLabelValues(t.String())
-		m.hitBytes.WithLabelValues(t.String())
+		m.tierHits[t] = m.hits.WithLabelValues(t.String())
+		m.tierHitBytes[t] = m.hitBytes.WithLabelValues(t.String())
 	}
 	return m
 }
 
 func (m *metrics) hit(t api.Tier, n int) {
 	m.served.add(t)
-	m.hits.WithLabelValues(t.String()).Inc()
-	m.hitBytes.WithLabelValues(t.String()).Add(float64(n))
+	if int(t) < len(m.tierHits) && m.tierHits[t] != nil {
+		m.tierHits[t].Inc()
+		m.tierHitBytes[t].Add(float64(n))
+	} else {
+		m.hits.WithLabelValues(t.String()).Inc()
+		m.hitBytes.WithLabelValues(t.String()).Add(float64(n))
+	}
 	m.servedBytes.Add(int64(n))
 }
 
