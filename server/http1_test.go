@@ -576,3 +576,28 @@ func TestChunkRouteAgreesWithMux(t *testing.T) {
 		t.Errorf("with a route beside the chunk's: %q, hand routing on: %v", pattern, other.chunk != nil)
 	}
 }
+
+// BenchmarkChunkRoute: naming a chunk read's route by hand and by the mux
+// (each request of the fast path asks three times: ChunkReads, Auth and
+// apiMux.ServeHTTP).
+func BenchmarkChunkRoute(b *testing.B) {
+	f := newFixture(b, testdb.Options{Chunks: 1}, Config{})
+	am := NewHandler(f.cache, prometheus.NewRegistry()).(apiMux)
+	r := httptest.NewRequest("GET", api.ChunkPath("db1", f.db.All()[0]), nil)
+	b.Run("hand", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, p := am.Handler(r); p != api.PatternChunk {
+				b.Fatal(p)
+			}
+		}
+	})
+	b.Run("mux", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, p := am.ServeMux.Handler(r); p != api.PatternChunk {
+				b.Fatal(p)
+			}
+		}
+	})
+}
