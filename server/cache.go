@@ -28,7 +28,8 @@
 // reads of one chunk), grpc.go, metrics.go, config.go, priority_*.go (the
 // low-priority thread that verifies downloads).
 //
-// Lock order, outermost first: Cache.mu, database.mu, table.mu, disk.mu,
+// Lock order, outermost first: database.refreshMu (held for a whole
+// manifest read), Cache.mu, database.mu, table.mu, disk.mu,
 // cachedFile.mu; images.mu, image.mu. Taken alone (nothing else is taken
 // while they are held): database.stateMu, database.nowMu, openSets.mu,
 // storeHealth.mu, the HTTP fast path's. Counters are atomics.

@@ -930,12 +930,13 @@ func (c *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 // newVersion publishes a new version of db1 (another database's files
-// and manifest, made as db2 and copied over db1's) and returns it.
-func (f *fixture) newVersion(t *testing.T) *testdb.DB {
+// and manifest, made from seed and copied over db1's) and returns it.
+func (f *fixture) newVersion(t *testing.T, seed int64) *testdb.DB {
 	t.Helper()
 	ctx := context.Background()
-	next := testdb.MustMake(t, f.fs, "db2", testdb.Options{Chunks: 5, Seed: 9})
-	objs, err := f.fs.List(ctx, "db2/")
+	src := fmt.Sprintf("src%d", seed)
+	next := testdb.MustMake(t, f.fs, src, testdb.Options{Chunks: 5, Seed: seed})
+	objs, err := f.fs.List(ctx, src+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -944,7 +945,7 @@ func (f *fixture) newVersion(t *testing.T) *testdb.DB {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.fs.Put(ctx, "db1/"+strings.TrimPrefix(o.Key, "db2/"), b); err != nil {
+		if err := f.fs.Put(ctx, "db1/"+strings.TrimPrefix(o.Key, src+"/"), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -973,7 +974,7 @@ func TestRoot(t *testing.T) {
 		t.Fatalf("fresh Root of an unchanged manifest: %+v, %v; heads %d→%d, opens %d→%d", info, err, heads, cs.heads.Load(), opens, cs.opens.Load())
 	}
 	// A new version in the store: a fresh root sees it.
-	next := f.newVersion(t)
+	next := f.newVersion(t, 9)
 	if info, err := c.Root(ctx, "db1", false); err != nil || info.Root != f.db.Root.String() {
 		t.Fatalf("Root within the TTL: %+v, %v (the old root, by contract)", info, err)
 	}
@@ -1033,7 +1034,7 @@ func TestFreshRootNotShared(t *testing.T) {
 	g.armed.Store(true)
 	first := fresh()
 	<-g.headed // the first check has read the old manifest's version
-	next := f.newVersion(t)
+	next := f.newVersion(t, 9)
 	second := fresh()
 	time.Sleep(50 * time.Millisecond) // the second request waits on the first check
 	close(g.released)
@@ -1044,6 +1045,67 @@ func TestFreshRootNotShared(t *testing.T) {
 	}
 	if info := <-second; info.Root != next.Root.String() {
 		t.Fatalf("the second fresh request: %+v, want the new root %s (it asked after the first check read the store)", info, next.Root)
+	}
+}
+
+// manifestGate holds, once armed, a full read of a manifest after it has
+// read the bytes, until released.
+type manifestGate struct {
+	store.Store
+	armed    atomic.Bool
+	reached  chan struct{}
+	released chan struct{}
+}
+
+func (g *manifestGate) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
+	rc, info, err := g.Store.Open(ctx, key)
+	if err != nil || !strings.HasSuffix(key, "/manifest") || !g.armed.CompareAndSwap(true, false) {
+		return rc, info, err
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	close(g.reached)
+	<-g.released
+	return io.NopCloser(bytes.NewReader(data)), info, err
+}
+
+// TestRootNeverGoesBack: a shared refresh (a miss's) that read version 1
+// and a fresh one that reads version 2, published since, run one after
+// the other: the root answered after both is version 2, never version 1
+// published last.
+func TestRootNeverGoesBack(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
+	g := &manifestGate{Store: f.fs, reached: make(chan struct{}), released: make(chan struct{})}
+	c := newCache(t, Config{ManifestTTL: time.Hour, Store: g, CacheDir: t.TempDir()})
+	if _, err := c.Root(ctx, "db1", false); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.database(ctx, "db1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.newVersion(t, 21)
+	g.armed.Store(true)
+	shared := d.refreshOlder(0)
+	<-g.reached // the shared refresh has read version 1
+	v2 := f.newVersion(t, 22)
+	fresh := make(chan api.RootInfo, 1)
+	go func() {
+		info, err := c.Root(ctx, "db1", true)
+		if err != nil {
+			t.Error(err)
+		}
+		fresh <- info
+	}()
+	time.Sleep(20 * time.Millisecond) // the fresh read under way
+	close(g.released)
+	<-shared
+	if info := <-fresh; info.Root != v2.Root.String() {
+		t.Fatalf("fresh root %+v, want version 2 %s", info, v2.Root)
+	}
+	if info, err := c.Root(ctx, "db1", false); err != nil || info.Root != v2.Root.String() {
+		t.Fatalf("root after both refreshes: %+v, %v; want version 2 %s", info, err, v2.Root)
 	}
 }
 

@@ -43,6 +43,10 @@ type database struct {
 	missingErr error
 
 	refreshes singleflight.Group // manifest reads unless fresh, shared
+	// refreshMu lets one refresh run at a time, so that they publish in
+	// the order they read the store: a slow shared read must not publish
+	// an older version after a fresh read has published a newer one.
+	refreshMu sync.Mutex
 	nowMu     sync.Mutex
 	nowRead   *freshRead // the strictly fresh read under way (refreshNow)
 	// rootAsked is when a client last asked for the root (unix nanos):
@@ -130,10 +134,12 @@ func (d *database) refreshAhead() error {
 // once for all concurrent callers (of any age).
 func (d *database) refreshOlder(age time.Duration) <-chan singleflight.Result {
 	return d.refreshes.DoChan("", func() (any, error) {
-		if d.youngerThan(age) {
+		d.refreshMu.Lock()
+		defer d.refreshMu.Unlock()
+		if d.youngerThan(age) { // read meanwhile, by a fresh request say
 			return nil, nil
 		}
-		return nil, d.refresh(d.env.ctx)
+		return nil, d.refreshLocked(d.env.ctx)
 	})
 }
 
@@ -151,6 +157,13 @@ func (d *database) youngerThan(age time.Duration) bool {
 // kept. Each store request has its own deadline (StoreTimeout), not the
 // load as a whole: a database of a thousand files takes many round trips.
 func (d *database) refresh(ctx context.Context) error {
+	d.refreshMu.Lock()
+	defer d.refreshMu.Unlock()
+	return d.refreshLocked(ctx)
+}
+
+// refreshLocked is refresh, with refreshMu held.
+func (d *database) refreshLocked(ctx context.Context) error {
 	e := d.env
 	loader := &tableset.Loader[*table]{
 		DB:      d.mdb,
@@ -252,15 +265,21 @@ func (d *database) manifestUnchanged(ctx context.Context) (bool, error) {
 // ManifestTTL (at once when fresh is asked), or the last known one
 // marked stale when the store cannot be asked.
 func (d *database) currentRoot(ctx context.Context, fresh bool) (api.RootInfo, error) {
+	info, _, err := d.rootInfo(ctx, fresh)
+	return info, err
+}
+
+// rootInfo is currentRoot, with why the root is stale (the store's error)
+// when it is.
+func (d *database) rootInfo(ctx context.Context, fresh bool) (info api.RootInfo, why, err error) {
 	d.rootAsked.Store(time.Now().UnixNano())
-	var err error
 	if fresh {
 		err = d.refreshNow(ctx)
 	} else {
 		err = d.refreshShared(ctx) // a no-op while the manifest is fresh
 	}
 	d.mu.RLock()
-	info := api.RootInfo{Root: d.root.String(), AgeMS: -1, TTLMS: d.env.cfg.ManifestTTL.Milliseconds()}
+	info = api.RootInfo{Root: d.root.String(), AgeMS: -1, TTLMS: d.env.cfg.ManifestTTL.Milliseconds()}
 	if !d.loadedAt.IsZero() {
 		info.AgeMS = time.Since(d.loadedAt).Milliseconds()
 	}
@@ -268,11 +287,12 @@ func (d *database) currentRoot(ctx context.Context, fresh bool) (api.RootInfo, e
 	d.mu.RUnlock()
 	if err != nil {
 		if !known || !isStoreFailure(err) {
-			return api.RootInfo{}, err
+			return api.RootInfo{}, nil, err
 		}
 		info.Stale = true
+		return info, err, nil
 	}
-	return info, nil
+	return info, nil, nil
 }
 
 // refreshNow reads (or checks) the manifest now, for a caller that wants
@@ -288,7 +308,11 @@ func (d *database) refreshNow(ctx context.Context) error {
 			r = &freshRead{started: time.Now(), done: make(chan struct{})}
 			d.nowRead = r
 			go func() {
-				r.err = d.refresh(d.env.ctx)
+				if err := d.env.ctx.Err(); err != nil { // the service closed
+					r.err = errorf(KindShuttingDown, err, "database %q: the service is closing", d.name)
+				} else {
+					r.err = d.refresh(d.env.ctx)
+				}
 				d.nowMu.Lock()
 				d.nowRead = nil
 				d.nowMu.Unlock()

@@ -27,8 +27,8 @@ func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	am := apiMux{ServeMux: mux.ServeMux, chunk: chunk}
 	for _, r := range routes {
 		mux.Handle(r.Pattern, r.Handler)
-		if strings.Contains(r.Pattern, api.DBsPrefix) {
-			am.chunk = nil // a route beside the chunk's: leave every match to the mux
+		if _, path, _ := strings.Cut(r.Pattern, " "); !strings.HasPrefix(path, "/") || strings.Contains(path, api.DBsPrefix) {
+			am.chunk = nil // a route beside the chunk's, or for a host: leave every match to the mux
 		}
 	}
 	for _, e := range []struct {

@@ -575,6 +575,14 @@ func TestChunkRouteAgreesWithMux(t *testing.T) {
 	if _, pattern := other.Handler(httptest.NewRequest("GET", "/v1/dbs/db/chunks/special", nil)); other.chunk != nil || pattern != special {
 		t.Errorf("with a route beside the chunk's: %q, hand routing on: %v", pattern, other.chunk != nil)
 	}
+	// A route for a host outranks any path's: the mux's too.
+	const host = "chunks.example.com/"
+	httpAccess[host] = openAccess
+	defer delete(httpAccess, host)
+	hosted := NewHandler(f.cache, prometheus.NewRegistry(), Route{Pattern: host, Handler: http.NotFoundHandler()}).(apiMux)
+	if _, pattern := hosted.Handler(httptest.NewRequest("GET", "http://chunks.example.com/v1/dbs/db/chunks/abc", nil)); hosted.chunk != nil || pattern != host {
+		t.Errorf("with a route for a host: %q, hand routing on: %v", pattern, hosted.chunk != nil)
+	}
 }
 
 // BenchmarkChunkRoute: naming a chunk read's route by hand and by the mux

@@ -173,12 +173,17 @@ func (c *Cache) versionSet(ctx context.Context, db string, root addr.Addr, fresh
 	}
 	var current *api.RootInfo
 	if root.IsEmpty() {
-		info, err := c.Root(ctx, db, fresh)
+		d, err := c.database(ctx, db)
+		if err != nil {
+			return addr.Addr{}, VersionSet{}, nil, err
+		}
+		info, why, err := d.rootInfo(ctx, fresh)
 		if err != nil {
 			return addr.Addr{}, VersionSet{}, nil, err
 		}
 		if fresh && info.Stale {
-			return addr.Addr{}, VersionSet{}, nil, errorf(KindStoreUnreachable, nil, "database %q: a fresh root was asked for, but the store's manifest could not be read (the last root known, %s, was read %d ms ago)", db, info.Root, info.AgeMS)
+			// The store's kind: unreachable (503) or denying access (502).
+			return addr.Addr{}, VersionSet{}, nil, errorf(kindOf(why), why, "database %q: a fresh root was asked for, but the store's manifest could not be read (the last root known, %s, was read %d ms ago)", db, info.Root, info.AgeMS)
 		}
 		if root, err = addr.Parse(info.Root); err != nil {
 			return addr.Addr{}, VersionSet{}, nil, fmt.Errorf("database %q: root: %w", db, err)

@@ -231,6 +231,12 @@ func TestOpenSetCurrentRoot(t *testing.T) {
 			t.Fatalf("%s with the store down: %d %s, want a 503 naming the last root", path, rec.Code, rec.Body)
 		}
 	}
+	// A store that denies access: the store's own kind, a 502.
+	f.fs.down.Store(false)
+	f.fs.deny.Store(true)
+	if rec := get(api.OpenSetPath("db1", addr.Addr{}, true, true)); rec.Code != 502 || !strings.Contains(rec.Body.String(), "a fresh root was asked for") {
+		t.Fatalf("fresh open set with the store denying access: %d %s, want a 502", rec.Code, rec.Body)
+	}
 	// Not fresh: the root within its TTL, from what the service holds.
 	rec := get(api.OpenSetPath("db1", addr.Addr{}, false, true))
 	if _, stale, ok := api.RootFreshness(rec.Header()); rec.Code != 200 || !ok || stale {
