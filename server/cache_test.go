@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1006,6 +1007,21 @@ func (g *gatedStore) Head(ctx context.Context, key string) (store.Info, error) {
 	return info, err
 }
 
+// waitGoroutines waits until n goroutines have fn on their stacks.
+func waitGoroutines(t *testing.T, fn string, n int) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if strings.Count(string(buf[:runtime.Stack(buf, true)]), fn) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines in %s never showed", n, fn)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestFreshRootNotShared: a fresh root request that arrives while a fresh
 // check of the manifest is under way, one that read the store before a
 // new version was published, waits for it and checks again: it is
@@ -1036,7 +1052,7 @@ func TestFreshRootNotShared(t *testing.T) {
 	<-g.headed // the first check has read the old manifest's version
 	next := f.newVersion(t, 9)
 	second := fresh()
-	time.Sleep(50 * time.Millisecond) // the second request waits on the first check
+	waitGoroutines(t, "server.(*database).refreshNow(", 2) // the second request waits on the first check
 	close(g.released)
 	// The first is answered the root its check read, or a newer one if
 	// the second's check published it first.
@@ -1098,7 +1114,7 @@ func TestRootNeverGoesBack(t *testing.T) {
 		}
 		fresh <- info
 	}()
-	time.Sleep(20 * time.Millisecond) // the fresh read under way
+	waitGoroutines(t, "server.(*database).refreshNow(", 1) // the fresh request waits on its read
 	close(g.released)
 	<-shared
 	if info := <-fresh; info.Root != v2.Root.String() {
