@@ -340,10 +340,7 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 	if c.opts.LocalDir != "" {
 		marker, _ := os.ReadFile(filepath.Join(c.opts.LocalDir, api.CacheLayoutFile))
 		hashed := string(marker) == api.CacheLayout
-		l.Local = func(name string) (*tableset.File[*table], bool) {
-			f := s.openLocal(name, hashed)
-			return f, f != nil
-		}
+		l.Local = func(name string) *tableset.File[*table] { return s.openLocal(name, hashed) }
 	}
 	l.LocalDone = func(local []*tableset.File[*table]) {
 		if prev != nil {

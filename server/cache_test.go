@@ -989,6 +989,32 @@ func TestRoot(t *testing.T) {
 	}
 }
 
+// loadedCache is a cache over s, with an hour's ManifestTTL and an empty
+// cache dir (db1 loads from the store: no saved state to serve while a
+// background read checks the manifest), that has loaded db1.
+func loadedCache(t *testing.T, s store.Store) *Cache {
+	t.Helper()
+	c := newCache(t, Config{ManifestTTL: time.Hour, Store: s, CacheDir: t.TempDir()})
+	if _, err := c.Root(context.Background(), "db1", false); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// freshRoot starts a fresh root request of db1 and returns its answer's
+// channel.
+func freshRoot(t *testing.T, c *Cache) <-chan api.RootInfo {
+	ch := make(chan api.RootInfo, 1)
+	go func() {
+		info, err := c.Root(context.Background(), "db1", true)
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- info
+	}()
+	return ch
+}
+
 // gatedStore holds a Head's answer, once armed, until released: a
 // manifest check that has read the store and not yet returned.
 type gatedStore struct {
@@ -1027,31 +1053,14 @@ func waitGoroutines(t *testing.T, fn string, n int) {
 // new version was published, waits for it and checks again: it is
 // answered the new version, never the check's older answer.
 func TestFreshRootNotShared(t *testing.T) {
-	ctx := context.Background()
 	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
 	g := &gatedStore{Store: f.fs, headed: make(chan struct{}), released: make(chan struct{})}
-	// An empty cache dir: the database loads from the store (no saved
-	// state to serve while a background read checks the manifest).
-	c := newCache(t, Config{ManifestTTL: time.Hour, Store: g, CacheDir: t.TempDir()})
-	if _, err := c.Root(ctx, "db1", false); err != nil {
-		t.Fatal(err)
-	}
-	fresh := func() <-chan api.RootInfo { // a fresh root request, under way
-		ch := make(chan api.RootInfo, 1)
-		go func() {
-			info, err := c.Root(ctx, "db1", true)
-			if err != nil {
-				t.Error(err)
-			}
-			ch <- info
-		}()
-		return ch
-	}
+	c := loadedCache(t, g)
 	g.armed.Store(true)
-	first := fresh()
+	first := freshRoot(t, c)
 	<-g.headed // the first check has read the old manifest's version
 	next := f.newVersion(t, 9)
-	second := fresh()
+	second := freshRoot(t, c)
 	waitGoroutines(t, "server.(*database).refreshNow(", 2) // the second request waits on the first check
 	close(g.released)
 	// The first is answered the root its check read, or a newer one if
@@ -1093,10 +1102,7 @@ func TestRootNeverGoesBack(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
 	g := &manifestGate{Store: f.fs, reached: make(chan struct{}), released: make(chan struct{})}
-	c := newCache(t, Config{ManifestTTL: time.Hour, Store: g, CacheDir: t.TempDir()})
-	if _, err := c.Root(ctx, "db1", false); err != nil {
-		t.Fatal(err)
-	}
+	c := loadedCache(t, g)
 	d, err := c.database(ctx, "db1")
 	if err != nil {
 		t.Fatal(err)
@@ -1106,14 +1112,7 @@ func TestRootNeverGoesBack(t *testing.T) {
 	shared := d.refreshOlder(0)
 	<-g.reached // the shared refresh has read version 1
 	v2 := f.newVersion(t, 22)
-	fresh := make(chan api.RootInfo, 1)
-	go func() {
-		info, err := c.Root(ctx, "db1", true)
-		if err != nil {
-			t.Error(err)
-		}
-		fresh <- info
-	}()
+	fresh := freshRoot(t, c)
 	waitGoroutines(t, "server.(*database).refreshNow(", 1) // the fresh request waits on its read
 	close(g.released)
 	<-shared

@@ -27,8 +27,8 @@ func NewHandler(c *Cache, gather prometheus.Gatherer, routes ...Route) Router {
 	am := apiMux{ServeMux: mux.ServeMux, chunk: chunk}
 	for _, r := range routes {
 		mux.Handle(r.Pattern, r.Handler)
-		if _, path, _ := strings.Cut(r.Pattern, " "); !strings.HasPrefix(path, "/") || strings.Contains(path, api.DBsPrefix) {
-			am.chunk = nil // a route beside the chunk's, or for a host: leave every match to the mux
+		if mayOutrankChunk(r.Pattern) {
+			am.chunk = nil // leave every match to the mux
 		}
 	}
 	for _, e := range []struct {
@@ -108,6 +108,17 @@ func chunkRoute(r *http.Request) (db, address string, ok bool) {
 }
 
 func plainSegment(s string) bool { return s != "" && s != "." && s != ".." }
+
+// mayOutrankChunk reports whether the mux could route some chunk read to
+// pattern ("[METHOD ][HOST]/PATH") rather than to api.PatternChunk: a
+// pattern for a host outranks any without, and one more specific than
+// the chunk's begins with its literal segments, /v1/dbs/.
+func mayOutrankChunk(pattern string) bool {
+	if _, p, ok := strings.Cut(pattern, " "); ok {
+		pattern = strings.TrimLeft(p, " \t")
+	}
+	return !strings.HasPrefix(pattern, "/") || strings.HasPrefix(pattern, api.DBsPrefix)
+}
 
 // Handler names r's route, as the mux does.
 func (m apiMux) Handler(r *http.Request) (http.Handler, string) {

@@ -575,6 +575,11 @@ func TestChunkRouteAgreesWithMux(t *testing.T) {
 	if _, pattern := other.Handler(httptest.NewRequest("GET", "/v1/dbs/db/chunks/special", nil)); other.chunk != nil || pattern != special {
 		t.Errorf("with a route beside the chunk's: %q, hand routing on: %v", pattern, other.chunk != nil)
 	}
+	// The Dolt remote's downloads, a pattern with no method (as chunkd serve
+	// registers it): chunk reads stay routed by hand.
+	if dolt := NewHandler(f.cache, prometheus.NewRegistry(), Route{Pattern: api.PatternDoltFiles, Handler: http.NotFoundHandler()}).(apiMux); dolt.chunk == nil {
+		t.Error("beside the Dolt remote's route, chunk reads are routed by the mux")
+	}
 	// A route for a host outranks any path's: the mux's too.
 	const host = "chunks.example.com/"
 	httpAccess[host] = openAccess

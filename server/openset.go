@@ -171,12 +171,12 @@ func (c *Cache) versionSet(ctx context.Context, db string, root addr.Addr, fresh
 	if c.cfg.OpenSet == nil {
 		return addr.Addr{}, VersionSet{}, nil, errorf(KindNotServed, nil, "this service computes no SQLite open sets (Config.OpenSet)")
 	}
+	d, err := c.database(ctx, db)
+	if err != nil {
+		return addr.Addr{}, VersionSet{}, nil, err
+	}
 	var current *api.RootInfo
 	if root.IsEmpty() {
-		d, err := c.database(ctx, db)
-		if err != nil {
-			return addr.Addr{}, VersionSet{}, nil, err
-		}
 		info, why, err := d.rootInfo(ctx, fresh)
 		if err != nil {
 			return addr.Addr{}, VersionSet{}, nil, err
@@ -189,10 +189,6 @@ func (c *Cache) versionSet(ctx context.Context, db string, root addr.Addr, fresh
 			return addr.Addr{}, VersionSet{}, nil, fmt.Errorf("database %q: root: %w", db, err)
 		}
 		current = &info
-	}
-	d, err := c.database(ctx, db)
-	if err != nil {
-		return addr.Addr{}, VersionSet{}, nil, err
 	}
 	if set, ok := d.sets.get(root); ok {
 		return root, set, current, nil

@@ -130,9 +130,9 @@ type Loader[T any] struct {
 	// Local, if set, opens a table file from a copy at hand with no store
 	// IO (a same-host service's cache directory), before the store is
 	// asked: a file it returns is taken as it is (with Appendix set from
-	// the manifest); for one it does not, the store is asked. It is
-	// called for each file Open does not already have, one at a time.
-	Local func(name string) (*File[T], bool)
+	// the manifest); for nil, the store is asked. It is called for each
+	// file Open does not already have, one at a time.
+	Local func(name string) *File[T]
 	// LocalDone, if set, is called once Local has been asked for every
 	// file, with the files it opened, before the store is asked for the
 	// others: a caller can use them while the rest load.
@@ -192,7 +192,7 @@ func (l *Loader[T]) Open(ctx context.Context, m *manifest.Manifest, have func(na
 			}
 		}
 		if l.Local != nil {
-			if f, ok := l.Local(spec.Name); ok && f != nil {
+			if f := l.Local(spec.Name); f != nil {
 				take(i, f)
 				locals = append(locals, i)
 				continue

@@ -293,15 +293,15 @@ func TestLoadLocalFirst(t *testing.T) {
 	local := db.Files[1].Name
 	mark := 7
 	var asked []string
-	l.Local = func(name string) (*tableset.File[*int], bool) {
+	l.Local = func(name string) *tableset.File[*int] {
 		asked = append(asked, name)
 		if name != local {
-			return nil, false
+			return nil
 		}
 		f, _ := all.Get(name)
 		c := *f
 		c.Value = &mark
-		return &c, true
+		return &c
 	}
 	var done []*tableset.File[*int]
 	l.LocalDone = func(files []*tableset.File[*int]) {
