@@ -364,13 +364,17 @@ func ValidateName(name string) error {
 			return fmt.Errorf("database name %q: character %q at position %d is not allowed (%s)", name, c, i, rule)
 		}
 	}
-	for i, seg := range strings.Split(name, "/") {
+	for i, rest := 1, name; ; i++ { // each segment (strings.Split would allocate: this runs on every request)
+		seg, after, more := strings.Cut(rest, "/")
 		switch seg {
 		case "":
-			return fmt.Errorf("database name %q: segment %d is empty (leading, trailing or doubled slash; %s)", name, i+1, rule)
+			return fmt.Errorf("database name %q: segment %d is empty (leading, trailing or doubled slash; %s)", name, i, rule)
 		case ".":
-			return fmt.Errorf("database name %q: segment %d is \".\", which is not allowed", name, i+1)
+			return fmt.Errorf("database name %q: segment %d is \".\", which is not allowed", name, i)
 		}
+		if !more {
+			return nil
+		}
+		rest = after
 	}
-	return nil
 }

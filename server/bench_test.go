@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -237,4 +238,61 @@ func BenchmarkRestart10k(b *testing.B) {
 
 func addrOfInt(i int) string {
 	return addr.Of([]byte(strconv.Itoa(i))).String()
+}
+
+// BenchmarkHTTP1ChunkRead measures what a memory hit costs the service on
+// its fast path (HTTP1, the API's handler, as chunkd serve runs them): one
+// client on a raw loopback connection writes net/http's request for a
+// chunk and reads the answer; allocs/op are the service's (the client
+// reuses its buffers). Profile the service's side with -cpuprofile:
+//
+//	go test -run '^$' -bench HTTP1ChunkRead -benchtime 20000x -cpuprofile cpu.out ./server/
+func BenchmarkHTTP1ChunkRead(b *testing.B) {
+	s := newBenchService(b, 256<<20)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	router := NewHandler(s.cache, prometheus.NewRegistry())
+	h1 := &HTTP1{Server: &http.Server{Handler: router}, Fast: ChunkReads(router)}
+	go h1.Serve(ln) //nolint:errcheck // ends with Close
+	b.Cleanup(func() { h1.Close() })
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	addrs := s.db.Files[0].Addrs
+	reqs := make([][]byte, len(addrs))
+	for i, a := range addrs {
+		reqs[i] = []byte("GET " + api.ChunkPath("bench", a) + " HTTP/1.1\r\nHost: " + ln.Addr().String() + "\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	body := make([]byte, 16<<10)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := nc.Write(reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+		n := -1
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(line) == 2 {
+				break
+			}
+			if v, ok := bytes.CutPrefix(line, []byte("Content-Length: ")); ok {
+				n, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+			}
+		}
+		if n != len(body) {
+			b.Fatalf("answer of %d bytes, want %d", n, len(body))
+		}
+		if _, err := io.ReadFull(br, body); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

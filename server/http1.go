@@ -447,6 +447,11 @@ func headEnd(b []byte) int {
 // HTTP/1.1", one plain Host, headers in plain "Name: value" lines, none
 // that asks for a body, an expectation, an upgrade or the connection's
 // end. Anything else is errHandOver, for net/http to answer as it does.
+//
+// It allocates little (the fast path's requests are most of a busy
+// service's): the head is made a string once and every string of the
+// request is a part of it; the header values share one array; the
+// request and its URL are one allocation.
 func (c *http1Conn) parse(head []byte) (*http.Request, error) {
 	line, rest, ok := cutLine(head)
 	if !ok {
@@ -460,7 +465,17 @@ func (c *http1Conn) parse(head []byte) (*http.Request, error) {
 	if !ok || len(path) == 0 || path[0] != '/' || !plainPath(path) {
 		return nil, errHandOver
 	}
-	hdr := make(http.Header, 4)
+	hs := string(head)
+	str := func(b []byte) string { // b, a part of head, as a part of hs
+		if len(b) == 0 {
+			return "" // bytes.Trim's empty answer is nil, no part of head
+		}
+		i := cap(head) - cap(b)
+		return hs[i : i+len(b)]
+	}
+	lines := bytes.Count(rest, []byte("\n"))
+	hdr := make(http.Header, lines)
+	vals := make([]string, 0, lines)
 	host := ""
 	for {
 		line, rest, ok = cutLine(rest)
@@ -471,15 +486,15 @@ func (c *http1Conn) parse(head []byte) (*http.Request, error) {
 			break
 		}
 		nameb, value, ok := bytes.Cut(line, []byte(":"))
-		name := string(nameb)
+		name := str(nameb)
 		if !ok || name == "" || !httpguts.ValidHeaderFieldName(name) {
 			return nil, errHandOver
 		}
-		v := string(bytes.Trim(value, " \t"))
+		v := str(bytes.Trim(value, " \t"))
 		if !httpguts.ValidHeaderFieldValue(v) {
 			return nil, errHandOver
 		}
-		key := textproto.CanonicalMIMEHeaderKey(name)
+		key := textproto.CanonicalMIMEHeaderKey(name) // name itself when canonical already
 		switch key {
 		case "Host":
 			if host != "" || v == "" || !httpguts.ValidHostHeader(v) {
@@ -498,14 +513,24 @@ func (c *http1Conn) parse(head []byte) (*http.Request, error) {
 		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
 			return nil, errHandOver
 		}
-		hdr[key] = append(hdr[key], v)
+		if vs, ok := hdr[key]; ok {
+			hdr[key] = append(vs, v)
+			continue
+		}
+		vals = append(vals, v)
+		hdr[key] = vals[len(vals)-1 : len(vals) : len(vals)] // capped: an append copies
 	}
 	if host == "" {
 		return nil, errHandOver
 	}
-	p := string(path)
-	return &http.Request{Method: http.MethodGet, URL: &url.URL{Path: p}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: hdr, Body: http.NoBody, Host: host, RemoteAddr: c.remote, RequestURI: p}, nil
+	p := str(path)
+	ru := &struct {
+		r http.Request
+		u url.URL
+	}{u: url.URL{Path: p}}
+	ru.r = http.Request{Method: http.MethodGet, URL: &ru.u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: hdr, Body: http.NoBody, Host: host, RemoteAddr: c.remote, RequestURI: p}
+	return &ru.r, nil
 }
 
 // cutLine cuts b after its first CRLF; false if b has none or a bare LF
@@ -522,15 +547,19 @@ func cutLine(b []byte) (line, rest []byte, ok bool) {
 // means the same escaped or not, with no query.
 func plainPath(p []byte) bool {
 	for _, c := range p {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-' || c == '.' || c == '_' || c == '~' || c == '/':
-		default:
+		if !plainByte[c] {
 			return false
 		}
 	}
 	return true
 }
+
+var plainByte = func() (t [256]bool) {
+	for _, r := range "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~/" {
+		t[r] = true
+	}
+	return t
+}()
 
 // answer runs the handler for req and sends its answer; false when the
 // connection must close (it failed, the handler panicked or wrote other

@@ -614,3 +614,46 @@ func BenchmarkChunkRoute(b *testing.B) {
 		}
 	})
 }
+
+// FuzzHTTP1Parse: a request head the fast path takes (parse) is read by
+// net/http as the same request: method, path, Host and headers. The head
+// is parsed from a larger buffer, as the connection's reader holds it.
+func FuzzHTTP1Parse(f *testing.F) {
+	for _, s := range []string{
+		"GET /v1/dbs/db/chunks/abc HTTP/1.1\r\nHost: h\r\nUser-Agent: Go-http-client/1.1\r\n\r\n",
+		"GET /a HTTP/1.1\r\nhost: h:1\r\nx-a: 1\r\nX-A:  2 \r\nauthorization: Bearer t\r\nConnection: Keep-Alive\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\naccept-ENCODING:\tgzip\r\n\r\n",
+		"GET /a?b HTTP/1.1\r\nHost: h\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	c := &http1Conn{remote: "127.0.0.1:1"}
+	f.Fuzz(func(t *testing.T, head []byte) {
+		n := headEnd(head)
+		if n == 0 {
+			return
+		}
+		buf := append(append([]byte(nil), head...), "GET /next HTTP/1.1\r\n"...) // more after the head
+		got, err := c.parse(buf[:n])
+		if err != nil {
+			return // handed over: net/http answers it
+		}
+		want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head[:n])))
+		if err != nil {
+			t.Fatalf("parse took %q, net/http refuses it: %v", head[:n], err)
+		}
+		if got.Method != want.Method || got.URL.Path != want.URL.Path || got.URL.RawPath != want.URL.RawPath ||
+			got.RequestURI != want.RequestURI || got.Host != want.Host {
+			t.Fatalf("%q: parsed %s %q %q host %q, net/http %s %q %q host %q", head[:n],
+				got.Method, got.URL.Path, got.RequestURI, got.Host, want.Method, want.URL.Path, want.RequestURI, want.Host)
+		}
+		want.Header.Del("Host") // net/http moves it to Host, and keeps it in Header on HTTP/1.1 only sometimes
+		if fmt.Sprint(got.Header) != fmt.Sprint(want.Header) {
+			t.Fatalf("%q: headers %v, net/http %v", head[:n], got.Header, want.Header)
+		}
+		copy(buf, bytes.Repeat([]byte("x"), len(buf))) // the reader's buffer is reused: the request keeps its own bytes
+		if got.URL.Path != want.URL.Path || fmt.Sprint(got.Header) != fmt.Sprint(want.Header) {
+			t.Fatalf("%q: the request changed with the buffer it was read from", head[:n])
+		}
+	})
+}
