@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -237,6 +239,25 @@ func TestShell(t *testing.T) {
 			}
 		})
 	}
+
+	// A service that never sends the open set (hung on it alone): the
+	// open gives it half its time, then opens without it.
+	t.Run("open set never sent", func(t *testing.T) {
+		target, _ := url.Parse(f.service)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/sqlite/open") {
+				<-r.Context().Done()
+				return
+			}
+			proxy.ServeHTTP(w, r)
+		}))
+		defer hung.Close()
+		out, errOut := shell(t, shellQueries(true, uri(dbName, "service="+hung.URL, "timeout=3s"), queries...))
+		if errOut != "" || out != want[f.v2] {
+			t.Fatalf("results differ from the file's (%d bytes, want %d): %s", len(out), len(want[f.v2]), errOut)
+		}
+	})
 
 	t.Run("environment", func(t *testing.T) {
 		out, errOut := shell(t, shellQueries(true, "file:"+dbName+"?vfs=chunkd", queries...), "CHUNKD_STORE="+f.store)

@@ -233,8 +233,15 @@ func (r timedReader) Root(ctx context.Context) (addr.Addr, error) {
 func (r timedReader) DB() string { return r.c.DB() }
 
 // ReadOpenSet makes timedReader a sqlchunks.SetReader, as the client is.
+// The open set is the open's first try, so it gets at most half of what
+// is left of the open's time: a service that never sends it leaves the
+// other half to open without it (the root chunk and page map as chunks).
 func (r timedReader) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.d)
+	d := r.d
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)/2)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return r.c.ReadOpenSet(ctx, root, pages)
 }
