@@ -228,32 +228,63 @@ func (l listPages) ReadPageList(ctx context.Context, ns []int64, bs [][]byte) er
 	if len(ns) != len(bs) {
 		return fmt.Errorf("sqlchunks: %d pages into %d buffers", len(ns), len(bs))
 	}
-	addrs := make([]addr.Addr, len(ns))
 	for i, n := range ns {
 		if err := l.check(n, 1, bs[i]); err != nil {
 			return err
 		}
+	}
+	pages, err := l.SharePageList(ctx, ns)
+	if err != nil {
+		return err
+	}
+	for i, p := range pages {
+		copy(bs[i], p)
+	}
+	return nil
+}
+
+// SharePageList implements sqlitevfs.PageSharer: pages ns with one
+// GetMany, as the reader gives them (a chunk's bytes are never modified:
+// the VFS may hold them as they are).
+func (l listPages) SharePageList(ctx context.Context, ns []int64) ([][]byte, error) {
+	addrs := make([]addr.Addr, len(ns))
+	for i, n := range ns {
+		if err := l.checkRange(n, 1); err != nil {
+			return nil, err
+		}
 		a, err := l.m.addr(ctx, l.c, n)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		addrs[i] = a
 	}
-	return l.c.GetMany(ctx, addrs, func(i int, data []byte) error {
+	pages := make([][]byte, len(ns))
+	err := l.c.GetMany(ctx, addrs, func(i int, data []byte) error {
 		if err := l.checkData(ns[i], data); err != nil {
 			return err
 		}
-		copy(bs[i], data)
+		pages[i] = data
 		return nil
 	}) // errors name the chunks; the VFS adds the pages
+	if err != nil {
+		return nil, err
+	}
+	return pages, nil
 }
 
 func (p *Pages) check(first, n int64, b []byte) error {
-	if first < 1 || n < 1 || first+n-1 > p.v.Pages {
-		return fmt.Errorf("sqlchunks: pages %d-%d out of range of version %s (%d pages)", first, first+n-1, p.v.Root, p.v.Pages)
+	if err := p.checkRange(first, n); err != nil {
+		return err
 	}
 	if len(b) != p.v.PageSize {
 		return fmt.Errorf("sqlchunks: page buffer of %d bytes, want %d", len(b), p.v.PageSize)
+	}
+	return nil
+}
+
+func (p *Pages) checkRange(first, n int64) error {
+	if first < 1 || n < 1 || first+n-1 > p.v.Pages {
+		return fmt.Errorf("sqlchunks: pages %d-%d out of range of version %s (%d pages)", first, first+n-1, p.v.Root, p.v.Pages)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ type readAhead struct {
 type batch struct {
 	first int64
 	n     int64
-	buf   []byte // n pages
+	pages [][]byte // n pages: copies, or the source's own (PageSharer)
 }
 
 // prefetch is a background fetch of a batch.
@@ -115,7 +115,7 @@ func (ra *readAhead) readPage(ctx context.Context, n int64, p []byte) error {
 			ra.mu.Lock()
 			ra.addLocked(b)
 			ra.mu.Unlock()
-			copy(p, b.page(n, len(p)))
+			copy(p, b.page(n))
 			return nil
 		}
 		// A page of the batch failed: read page n alone, so that an error
@@ -125,12 +125,9 @@ func (ra *readAhead) readPage(ctx context.Context, n int64, p []byte) error {
 }
 
 // page returns page n of the batch.
-func (b *batch) page(n int64, size int) []byte {
-	off := (n - b.first) * int64(size)
-	return b.buf[off : off+int64(size)]
-}
+func (b *batch) page(n int64) []byte { return b.pages[n-b.first] }
 
-func (b *batch) holds(n int64) bool { return b.buf != nil && n >= b.first && n < b.first+b.n }
+func (b *batch) holds(n int64) bool { return b.pages != nil && n >= b.first && n < b.first+b.n }
 
 // batchAt returns the size of a batch starting at page n: twice the batch
 // that ends at n, if one does, else firstBatch; at most size.
@@ -139,7 +136,7 @@ func (ra *readAhead) batchAt(n int64) int64 {
 	defer ra.mu.Unlock()
 	size := int64(firstBatch)
 	for _, b := range ra.batches {
-		if b.buf != nil && b.first+b.n == n {
+		if b.pages != nil && b.first+b.n == n {
 			size = 2 * b.n
 		}
 	}
@@ -151,8 +148,21 @@ func (ra *readAhead) batchAt(n int64) int64 {
 func (ra *readAhead) fetch(ctx context.Context, first, n int64) (batch, error) {
 	ps := ra.PageSize()
 	n = min(n, ra.PageCount()-first+1)
-	b := batch{first: first, n: n, buf: make([]byte, n*int64(ps))}
-	if err := ra.src.ReadPages(ctx, first, pageBufs(b.buf, ps)); err != nil {
+	b := batch{first: first, n: n}
+	if sh, ok := ra.src.(PageSharer); ok {
+		ns := make([]int64, n)
+		for i := range ns {
+			ns[i] = first + int64(i)
+		}
+		pages, err := sh.SharePageList(ctx, ns)
+		if err != nil {
+			return batch{}, err
+		}
+		b.pages = pages
+		return b, nil
+	}
+	b.pages = pageBufs(make([]byte, n*int64(ps)), ps)
+	if err := ra.src.ReadPages(ctx, first, b.pages); err != nil {
 		return batch{}, err
 	}
 	return b, nil
@@ -196,7 +206,7 @@ func (ra *readAhead) note(n int64, p []byte) (held, seq bool) {
 func (ra *readAhead) copyLocked(n int64, p []byte) bool {
 	for i := range ra.batches {
 		if b := &ra.batches[i]; b.holds(n) {
-			copy(p, b.page(n, len(p)))
+			copy(p, b.page(n))
 			return true
 		}
 	}

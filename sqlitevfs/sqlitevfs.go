@@ -119,6 +119,31 @@ type PageLister interface {
 	ReadPageList(ctx context.Context, ns []int64, ps [][]byte) error
 }
 
+// PageSharer is an optional interface of a PageRanger or PageLister whose
+// pages are bytes that never change once read (a cache's, say): it hands
+// them over rather than copying them into buffers, and read-ahead holds
+// them as they are (one copy a page, into SQLite's buffer, where there
+// were two).
+type PageSharer interface {
+	// SharePageList returns the bytes of pages ns[0], ns[1], ..., each
+	// PageSize() long, which no one may modify; the VFS keeps them as
+	// long as it holds the pages. It is called as ReadPageList is.
+	SharePageList(ctx context.Context, ns []int64) ([][]byte, error)
+}
+
+// readList reads pages ns through src: the source's own bytes when it is
+// a PageSharer, else copies in new buffers of ps bytes.
+func readList(ctx context.Context, src PageLister, ns []int64, ps int) ([][]byte, error) {
+	if sh, ok := src.(PageSharer); ok {
+		return sh.SharePageList(ctx, ns)
+	}
+	bufs := pageBufs(make([]byte, len(ns)*ps), ps)
+	if err := src.ReadPageList(ctx, ns, bufs); err != nil {
+		return nil, err
+	}
+	return bufs, nil
+}
+
 // Preloader is an optional interface of Pages that holds some pages in
 // memory already (read when the source was opened: the interior pages of
 // the B-trees, say), which cost no request. Read-ahead reads them

@@ -536,10 +536,11 @@ func (t *treeAhead) fetchAhead(r ref, leaf int64) {
 	t.mu.Unlock()
 	go func() {
 		defer t.endAhead(b)
-		page := make([]byte, t.pages.PageSize())
-		if err := t.src.ReadPageList(t.ctx, []int64{leaf}, [][]byte{page}); err != nil {
+		pages, err := readList(t.ctx, t.src, []int64{leaf}, t.pages.PageSize())
+		if err != nil {
 			return
 		}
+		page := pages[0]
 		pg, err := btree.Parse(page, leaf, t.usable)
 		if err != nil {
 			return
@@ -600,9 +601,10 @@ func (t *treeAhead) fetch(ctx context.Context, leaf int64, p []byte, named []int
 	}
 	t.mu.Unlock()
 	b.leafReady()
-	bufs := pageBufs(make([]byte, len(ns)*t.pages.PageSize()), t.pages.PageSize())
+	var bufs [][]byte
 	if len(ns) > 0 {
-		if err := t.src.ReadPageList(ctx, ns, bufs); err != nil {
+		var err error
+		if bufs, err = readList(ctx, t.src, ns, t.pages.PageSize()); err != nil {
 			t.mu.Lock()
 			if h, ok := t.held[leaf]; ok && h.batch == b {
 				delete(t.held, leaf) // never in batches: nothing else would drop it
@@ -725,8 +727,7 @@ func (t *treeAhead) listBatch(want []int64, follow *followStats) *treeBatch {
 // holds its pages.
 func (t *treeAhead) runList(b *treeBatch) {
 	defer t.endAhead(b)
-	bufs := pageBufs(make([]byte, len(b.want)*t.pages.PageSize()), t.pages.PageSize())
-	if t.src.ReadPageList(t.ctx, b.want, bufs) == nil {
+	if bufs, err := readList(t.ctx, t.src, b.want, t.pages.PageSize()); err == nil {
 		t.mu.Lock()
 		t.keepLocked(b, b.want, bufs)
 		t.mu.Unlock()

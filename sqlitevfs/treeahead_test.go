@@ -3,6 +3,7 @@
 package sqlitevfs
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -436,4 +437,86 @@ func TestTreeAheadIdle(t *testing.T) {
 	if c.lists.Load() != 0 {
 		t.Errorf("%d list reads", c.lists.Load())
 	}
+}
+
+// pageSharer is a listCounter that hands its pages over (a PageSharer),
+// each in a buffer of its own, which it keeps, to check that the VFS
+// never writes one.
+type pageSharer struct {
+	*listCounter
+	shares atomic.Int64
+	mu     sync.Mutex
+	given  map[int64][][]byte
+}
+
+func (s *pageSharer) SharePageList(ctx context.Context, ns []int64) ([][]byte, error) {
+	pages := pageBufs(make([]byte, len(ns)*s.PageSize()), s.PageSize())
+	if err := s.listCounter.ReadPageList(ctx, ns, pages); err != nil {
+		return nil, err
+	}
+	s.shares.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, n := range ns {
+		s.given[n] = append(s.given[n], pages[i])
+	}
+	return pages, nil
+}
+
+// TestSharedPages: from a source that hands its pages over, sequential
+// read-ahead and the B-tree read-ahead (index scans, joins, scans whose
+// leaves are out of page order) hold the source's bytes: the results on
+// several connections at once are the file's, no batch is copied
+// (ReadPages is never called), and no page handed over was written.
+func TestSharedPages(t *testing.T) {
+	path := scanDB(t, 8000)
+	plain := openPlain(t, path)
+	qs := []string{
+		`SELECT id, k, length(pad) FROM t INDEXED BY t_k WHERE k > 300000`,
+		`SELECT u.id, t.id, t.k, length(t.pad) FROM u CROSS JOIN t ON t.id = u.tid WHERE u.id >= 1000 LIMIT 3000`,
+		`SELECT a, b, length(c) FROM w`,
+		`SELECT count(*), sum(length(pad)) FROM t`,
+	}
+	want := make([]string, len(qs))
+	for i, q := range qs {
+		want[i], _ = result(t, plain, q)
+	}
+	s := &pageSharer{listCounter: &listCounter{rangeCounter: rangeCounter{FilePages: filePages(t, path)}}, given: map[int64][][]byte{}}
+	name, db := register(t, s, &Options{CacheKiB: 100, ReadAhead: 16})
+	treeOf(t, name).waitReady(t, db, `SELECT count(k) FROM t INDEXED BY t_k`)
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range 2 * len(qs) {
+				q := (g + i) % len(qs)
+				if got, _ := result(t, db, qs[q]); got != want[q] {
+					errs <- fmt.Errorf("%s: results differ", qs[q])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if s.shares.Load() == 0 || s.ranges.Load() != 0 {
+		t.Errorf("%d lists shared, %d batches copied (ReadPages): want shared lists and no copies", s.shares.Load(), s.ranges.Load())
+	}
+	file := make([]byte, s.PageSize())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, pages := range s.given {
+		if err := s.FilePages.ReadPage(context.Background(), n, file); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pages {
+			if !bytes.Equal(p, file) {
+				t.Fatalf("page %d, handed over, was written", n)
+			}
+		}
+	}
+	t.Logf("%d lists shared, %d pages", s.shares.Load(), len(s.given))
 }
