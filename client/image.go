@@ -19,7 +19,6 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
-	"golang.org/x/sys/unix"
 )
 
 // Image is a page image of a cache service on this host (api.PatternImages
@@ -234,43 +233,6 @@ func (im *Image) check(i int, b []byte, e uint64) bool {
 	im.c.ctr.imageBad.Add(1)
 	im.repair(i)
 	return false
-}
-
-// ReadRange reads slots first, first+1, ... into ps (slotSize bytes each)
-// with one preadv, as Read does one slot, and returns how many leading
-// slots it read: it stops at the first slot not filled, cut short or
-// failing its CRC (which is then filled again, as by Read); the buffers
-// from there on may hold unchecked bytes, for the caller to read again
-// elsewhere. A run of slots costs one system call where Read costs one a
-// slot.
-func (im *Image) ReadRange(first int, ps [][]byte) (n int) {
-	defer func() {
-		if recover() != nil {
-			im.c.ctr.imageBad.Add(1)
-		}
-	}()
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	count := 0 // the leading slots filled
-	for count < len(ps) && first+count < im.slots && im.entry(first+count)&api.ImageSlotFilled != 0 {
-		count++
-	}
-	if count == 0 {
-		return 0
-	}
-	iovs := make([][]byte, count)
-	for k := range iovs {
-		iovs[k] = ps[k][:im.slotSize]
-	}
-	got, _ := unix.Preadv(int(im.data.Fd()), iovs, int64(first)*int64(im.slotSize)) // short: cut short under us
-	for ; n < count; n++ {
-		i := first + n
-		if !im.check(i, iovs[n][:min(im.slotSize, max(got-n*im.slotSize, 0))], im.entry(i)) {
-			break
-		}
-		im.read[i/32].Or(uint32(1) << (i % 32)) // read once: later reads copy from the mapping
-	}
-	im.c.ctr.imageReads.Add(int64(n))
-	return n
 }
 
 // Filled counts the slots the service has filled.

@@ -20,14 +20,6 @@ type PageImage interface {
 	Close() error
 }
 
-// rangeImage is an optional interface of a PageImage (client.Image has
-// it) that reads a run of slots at once, one system call for a read-ahead
-// batch: ReadRange reads slots first, first+1, ... into ps and returns how
-// many leading slots it read, as Read would have, one by one.
-type rangeImage interface {
-	ReadRange(first int, ps [][]byte) int
-}
-
 // ImageFunc opens the page image of a version whose pages are the chunks
 // addrs, each slotSize bytes.
 type ImageFunc func(ctx context.Context, slotSize int, addrs []addr.Addr) (PageImage, error)

@@ -1050,7 +1050,7 @@ func TestIndexScanPageLists(t *testing.T) {
 	_, db, p := openVersion(t, c, root, &sqlitevfs.Options{CacheKiB: cache})
 
 	// Read through the client, the pages are a PageLister; with a page
-	// image (a same-host service's), whose reads are local copies, not.
+	// image (a same-host service's), whose reads are preads, not.
 	if _, ok := p.ForVFS().(sqlitevfs.PageLister); !ok {
 		t.Fatal("pages read through a client are no PageLister")
 	}
@@ -1058,6 +1058,11 @@ func TestIndexScanPageLists(t *testing.T) {
 	withImage.img = emptyImage{}
 	if _, ok := withImage.ForVFS().(sqlitevfs.PageLister); ok {
 		t.Error("pages with an image are a PageLister")
+	}
+	// Nor a PageRanger: the VFS reads each page of an image as SQLite
+	// asks for it, with no read-ahead, as it reads a local file.
+	if _, ok := withImage.ForVFS().(sqlitevfs.PageRanger); ok {
+		t.Error("pages with an image are a PageRanger: the VFS reads ahead of them")
 	}
 
 	// The pages of a list, in no order and with a repeat, as ReadPage
