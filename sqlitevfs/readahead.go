@@ -146,26 +146,16 @@ func (ra *readAhead) batchAt(n int64) int64 {
 // fetch reads the batch of n pages from page first (fewer at the end of
 // the image) with one ReadPages call.
 func (ra *readAhead) fetch(ctx context.Context, first, n int64) (batch, error) {
-	ps := ra.PageSize()
 	n = min(n, ra.PageCount()-first+1)
-	b := batch{first: first, n: n}
-	if sh, ok := ra.src.(PageSharer); ok {
-		ns := make([]int64, n)
-		for i := range ns {
-			ns[i] = first + int64(i)
-		}
-		pages, err := sh.SharePageList(ctx, ns)
-		if err != nil {
-			return batch{}, err
-		}
-		b.pages = pages
-		return b, nil
+	ns := make([]int64, n)
+	for i := range ns {
+		ns[i] = first + int64(i)
 	}
-	b.pages = pageBufs(make([]byte, n*int64(ps)), ps)
-	if err := ra.src.ReadPages(ctx, first, b.pages); err != nil {
+	pages, err := readShared(ctx, ra.src, ns, ra.PageSize(), func(bufs [][]byte) error { return ra.src.ReadPages(ctx, first, bufs) })
+	if err != nil {
 		return batch{}, err
 	}
-	return b, nil
+	return batch{first: first, n: n, pages: pages}, nil
 }
 
 // pageBufs cuts buf into pages of ps bytes.

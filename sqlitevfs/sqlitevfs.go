@@ -131,17 +131,22 @@ type PageSharer interface {
 	SharePageList(ctx context.Context, ns []int64) ([][]byte, error)
 }
 
-// readList reads pages ns through src: the source's own bytes when it is
-// a PageSharer, else copies in new buffers of ps bytes.
-func readList(ctx context.Context, src PageLister, ns []int64, ps int) ([][]byte, error) {
+// readShared reads pages ns of src: the source's own bytes when it is a
+// PageSharer, else copies that read makes into new buffers of ps bytes.
+func readShared(ctx context.Context, src any, ns []int64, ps int, read func(bufs [][]byte) error) ([][]byte, error) {
 	if sh, ok := src.(PageSharer); ok {
 		return sh.SharePageList(ctx, ns)
 	}
 	bufs := pageBufs(make([]byte, len(ns)*ps), ps)
-	if err := src.ReadPageList(ctx, ns, bufs); err != nil {
+	if err := read(bufs); err != nil {
 		return nil, err
 	}
 	return bufs, nil
+}
+
+// readList reads pages ns of src with one ReadPageList, or shared.
+func readList(ctx context.Context, src PageLister, ns []int64, ps int) ([][]byte, error) {
+	return readShared(ctx, src, ns, ps, func(bufs [][]byte) error { return src.ReadPageList(ctx, ns, bufs) })
 }
 
 // Preloader is an optional interface of Pages that holds some pages in
