@@ -235,6 +235,21 @@ func (im *Image) check(i int, b []byte, e uint64) bool {
 	return false
 }
 
+// Holds reports whether the service has filled slot i (a Read of it may
+// still find it cut short or failing its CRC).
+func (im *Image) Holds(i int) (ok bool) {
+	if i < 0 || i >= im.slots {
+		return false
+	}
+	defer func() {
+		if recover() != nil { // the entries cut short under us, as Read guards against
+			ok = false
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return im.entry(i)&api.ImageSlotFilled != 0
+}
+
 // Filled counts the slots the service has filled.
 func (im *Image) Filled() int {
 	n := 0

@@ -503,14 +503,14 @@ func (c *http1Conn) parse(head []byte) (*http.Request, error) {
 			host = v
 			continue // net/http moves it to Request.Host too
 		case "Content-Length":
-			if v != "0" {
+			if v != "0" || hdr[key] != nil { // net/http folds a repeated length into one
 				return nil, errHandOver
 			}
 		case "Connection":
 			if !strings.EqualFold(v, "keep-alive") {
 				return nil, errHandOver
 			}
-		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
+		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer", "Pragma": // Pragma: net/http may add a Cache-Control
 			return nil, errHandOver
 		}
 		if vs, ok := hdr[key]; ok {

@@ -20,6 +20,13 @@ type PageImage interface {
 	Close() error
 }
 
+// heldImage is an optional interface of a PageImage (client.Image has
+// it): Holds reports, without reading it, whether slot i is filled (a
+// Read of it may still fail its check).
+type heldImage interface {
+	Holds(i int) bool
+}
+
 // ImageFunc opens the page image of a version whose pages are the chunks
 // addrs, each slotSize bytes.
 type ImageFunc func(ctx context.Context, slotSize int, addrs []addr.Addr) (PageImage, error)

@@ -13,7 +13,8 @@ import (
 type ChunkReader interface {
 	// Get returns chunk a, whose bytes hash to a (the reader checks; a
 	// chunk that does not is an error, never data). The bytes may be
-	// shared with a cache and must not be modified. A chunk the database
+	// shared with a cache: no one modifies them, and the caller may keep
+	// them (read-ahead holds them as they are). A chunk the database
 	// does not hold is an error of the reader's (client.ErrNotFound for a
 	// client).
 	Get(ctx context.Context, a addr.Addr) ([]byte, error)

@@ -1059,11 +1059,6 @@ func TestIndexScanPageLists(t *testing.T) {
 	if _, ok := withImage.ForVFS().(sqlitevfs.PageLister); ok {
 		t.Error("pages with an image are a PageLister")
 	}
-	// Nor a PageRanger: the VFS reads each page of an image as SQLite
-	// asks for it, with no read-ahead, as it reads a local file.
-	if _, ok := withImage.ForVFS().(sqlitevfs.PageRanger); ok {
-		t.Error("pages with an image are a PageRanger: the VFS reads ahead of them")
-	}
 
 	// The pages of a list, in no order and with a repeat, as ReadPage
 	// reads them.
@@ -1115,3 +1110,66 @@ type emptyImage struct{}
 
 func (emptyImage) Read(int, []byte) bool { return false }
 func (emptyImage) Close() error          { return nil }
+
+// halfImage is a page image that holds the pages before page first
+// (their bytes read through pages, which have no image), as a same-host
+// service's image is while the service fills it in page order.
+type halfImage struct {
+	pages *Pages
+	first int64
+	reads atomic.Int64
+}
+
+func (h *halfImage) Holds(i int) bool { return int64(i)+1 < h.first }
+func (h *halfImage) Read(i int, b []byte) bool {
+	if !h.Holds(i) || h.pages.ReadPage(context.Background(), int64(i)+1, b) != nil {
+		return false
+	}
+	h.reads.Add(1)
+	return true
+}
+func (h *halfImage) Close() error { return nil }
+
+// TestImageReadAhead: with a page image that holds half the pages, a scan
+// reads the pages it holds from it, one at a time as SQLite asks, and
+// fetches those it lacks ahead in batches, not a request a page; the
+// results are the file's.
+func TestImageReadAhead(t *testing.T) {
+	s := newFolder(t)
+	path := genDB(t, 12)
+	importFile(t, s, path, ImportOptions{DB: "half"})
+	c := newClient(t, s, "half", "")
+	root, _ := Head(context.Background(), c)
+	p, err := OpenPages(context.Background(), c, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := OpenPages(context.Background(), newClient(t, s, "half", ""), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &halfImage{pages: other, first: p.PageCount() / 2}
+	p.img = img
+	// A page the image holds is read as a local file's is: it starts no
+	// read-ahead run (a batch of them would cost more than their preads).
+	if !p.Preloaded(img.first-1) || p.Preloaded(img.first+1) {
+		t.Errorf("pages %d (held) and %d (not): preloaded %v and %v, want true and false", img.first-1, img.first+1, p.Preloaded(img.first-1), p.Preloaded(img.first+1))
+	}
+	d, err := sqlitevfs.OpenImage(t.Name(), p.ForVFS(), &sqlitevfs.Options{CacheKiB: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	before := c.Stats()
+	q := `SELECT count(*), sum(length(Text)), max(Lang) FROM sentences`
+	sameResults(t, "scan", plainDB(t, path), d.DB, []string{q})
+	st := c.Stats().Sub(before)
+	lacked := p.PageCount() - img.first + 1
+	t.Logf("%d pages, the image holds %d: %d image reads; the client %d gets, %d batches (%v)", p.PageCount(), img.first-1, img.reads.Load(), st.Gets, st.Batches, st)
+	if img.reads.Load() < (img.first-1)/2 {
+		t.Errorf("%d reads from the image of the %d pages it holds", img.reads.Load(), img.first-1)
+	}
+	if st.Batches == 0 || st.Gets > lacked/4 {
+		t.Errorf("the %d pages the image lacks: %d gets and %d batches; want them fetched ahead in batches", lacked, st.Gets, st.Batches)
+	}
+}

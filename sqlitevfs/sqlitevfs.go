@@ -135,7 +135,19 @@ type PageSharer interface {
 // PageSharer, else copies that read makes into new buffers of ps bytes.
 func readShared(ctx context.Context, src any, ns []int64, ps int, read func(bufs [][]byte) error) ([][]byte, error) {
 	if sh, ok := src.(PageSharer); ok {
-		return sh.SharePageList(ctx, ns)
+		pages, err := sh.SharePageList(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		if len(pages) != len(ns) {
+			return nil, fmt.Errorf("sqlitevfs: %d pages shared for %d asked", len(pages), len(ns))
+		}
+		for i, p := range pages {
+			if len(p) != ps {
+				return nil, fmt.Errorf("sqlitevfs: page %d shared with %d bytes, want %d", ns[i], len(p), ps)
+			}
+		}
+		return pages, nil
 	}
 	bufs := pageBufs(make([]byte, len(ns)*ps), ps)
 	if err := read(bufs); err != nil {
