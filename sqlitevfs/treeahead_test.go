@@ -223,6 +223,31 @@ func TestIndexScanAhead(t *testing.T) {
 	}
 }
 
+// concurrentQueries runs qs on db from conns goroutines at once, each
+// running rounds of them (goroutine g starts at query g), and fails t for
+// a result other than want's.
+func concurrentQueries(t *testing.T, db *sql.DB, qs, want []string, conns, rounds int) {
+	t.Helper()
+	errs := make(chan error, conns)
+	for g := range conns {
+		go func() {
+			for i := range rounds {
+				q := (g + i) % len(qs)
+				if got, _ := result(t, db, qs[q]); got != want[q] {
+					errs <- fmt.Errorf("%s: results differ", qs[q])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // TestIndexScanAheadConcurrent: scans of one index on several connections
 // at once, with page caches smaller than the table, return the file's results (run with -race), and each connection's scan
 // is fetched ahead: far fewer reads one page at a time than without
@@ -248,24 +273,7 @@ func TestIndexScanAheadConcurrent(t *testing.T) {
 			treeOf(t, name).waitReady(t, db, `SELECT count(k) FROM t INDEXED BY t_k`)
 		}
 		p0 := c.pages.Load()
-		errs := make(chan error, 8)
-		for g := 0; g < 8; g++ {
-			go func() {
-				for i := range 3 {
-					q := (g + i) % len(qs)
-					if got, _ := result(t, db, qs[q]); got != want[q] {
-						errs <- fmt.Errorf("%s: results differ", qs[q])
-						return
-					}
-				}
-				errs <- nil
-			}()
-		}
-		for range 8 {
-			if err := <-errs; err != nil {
-				t.Error(err)
-			}
-		}
+		concurrentQueries(t, db, qs, want, 8, 3)
 		t.Logf("read-ahead %d: %d single reads, %d list reads of %d pages", readAhead, c.pages.Load()-p0, c.lists.Load(), c.listed.Load())
 		return c.pages.Load() - p0
 	}
@@ -484,24 +492,7 @@ func TestSharedPages(t *testing.T) {
 	s := &pageSharer{listCounter: &listCounter{rangeCounter: rangeCounter{FilePages: filePages(t, path)}}, given: map[int64][][]byte{}}
 	name, db := register(t, s, &Options{CacheKiB: 100, ReadAhead: 16})
 	treeOf(t, name).waitReady(t, db, `SELECT count(k) FROM t INDEXED BY t_k`)
-	errs := make(chan error, 4)
-	for g := range 4 {
-		go func() {
-			for i := range 2 * len(qs) {
-				q := (g + i) % len(qs)
-				if got, _ := result(t, db, qs[q]); got != want[q] {
-					errs <- fmt.Errorf("%s: results differ", qs[q])
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for range 4 {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
+	concurrentQueries(t, db, qs, want, 4, 2*len(qs))
 	if s.shares.Load() == 0 || s.ranges.Load() != 0 {
 		t.Errorf("%d lists shared, %d batches copied (ReadPages): want shared lists and no copies", s.shares.Load(), s.ranges.Load())
 	}
