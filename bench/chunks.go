@@ -22,12 +22,12 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/dustin/go-humanize"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -74,7 +74,7 @@ func runChunks(ctx context.Context, r *Runner) error {
 		"- `nginx-same-size`: the same nginx asked for as many bytes as chunkd sends (the decoded chunk's size from the record's start: not a chunk), to tell the cost of bytes from the cost of serving.\n" +
 		"- `grpc-*`: the same service paths over gRPC (with `--api grpc` or `both`).\n\n" +
 		"Multipliers are against `bare-http` at the same client count."
-	rep.Env.Set("service", "in-process: server.New with net/http on 127.0.0.1:0 and gRPC on 127.0.0.1:0; the clients run in the same process, so clients and service share the %d cores", rep.Env.Cores)
+	rep.Env.Set("service", "in-process: service.Start with HTTP on 127.0.0.1:0 and gRPC on 127.0.0.1:0; the clients run in the same process, so clients and service share the %d cores", rep.Env.Cores)
 	rep.Env.Set("store", "local folder (file://) under %s; the miss and store-direct paths read it through %s", r.WorkDir, storeEmulation(cfg.rtt(), cfg.Bandwidth))
 	rep.Env.Set("fsync", "%v (the service fsyncs downloaded files before serving them; reads never fsync)", onOff(cfg.Fsync))
 	rep.Env.Set("timing", "per case and run: warm-up %s, then %s; runs interleave paths and client counts, so drift hits all paths alike", load.Warmup, describeLoad(load))
@@ -107,44 +107,24 @@ func onOff(b bool) string {
 // inproc is one in-process service.
 type inproc struct {
 	name  string
-	cache *server.Cache
+	svc   *service.Service
 	url   string
-	hs    *server.HTTP1
-	gs    *grpc.Server
 	gconn *grpc.ClientConn
 	gc    chunkpb.ChunkCacheClient
 	tiers tierCounts // over measured phases
 }
 
-func startInproc(name string, cfg server.Config) (*inproc, error) {
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := server.New(cfg)
+func startInproc(name string, cfg cache.Config) (*inproc, error) {
+	svc, err := service.Start(service.Config{Cache: cfg, HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, err
 	}
-	s := &inproc{name: name, cache: c, tiers: tierCounts{}}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	s.url = "http://" + hl.Addr().String()
-	router := server.NewHandler(c, reg)
-	s.hs = &server.HTTP1{Server: &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}, Fast: server.ChunkReads(router)}
-	go s.hs.Serve(hl)
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		s.close()
-		return nil, err
-	}
-	s.gs = server.NewGRPC(c)
-	go s.gs.Serve(gl)
-	s.gconn, err = grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	s := &inproc{name: name, svc: svc, url: svc.URL(), tiers: tierCounts{}}
+	s.gconn, err = grpc.NewClient(svc.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(api.MaxGRPCMessage)))
 	if err != nil {
-		s.close()
+		svc.Close()
 		return nil, err
 	}
 	s.gc = chunkpb.NewChunkCacheClient(s.gconn)
@@ -152,14 +132,8 @@ func startInproc(name string, cfg server.Config) (*inproc, error) {
 }
 
 func (s *inproc) close() {
-	if s.gconn != nil {
-		s.gconn.Close()
-	}
-	if s.gs != nil {
-		s.gs.Stop()
-	}
-	s.hs.Close()
-	s.cache.Close()
+	s.gconn.Close()
+	s.svc.Close()
 }
 
 // stalledDownloads is a store whose whole-object streams of the given
@@ -324,7 +298,7 @@ func (rig *chunksRig) prepare(ctx context.Context, r *Runner, maxClients int) er
 
 	rig.slow = store.WithLatency(rig.st, cfg.rtt(), cfg.Bandwidth)
 	memBytes := int64(rig.n)*int64(size+64)*2 + 32<<20
-	base := server.Config{Store: rig.st, NoFsync: !cfg.Fsync}
+	base := cache.Config{Store: rig.st, NoFsync: !cfg.Fsync}
 	memCfg, diskCfg, missCfg := base, base, base
 	memCfg.MemBytes = memBytes
 	diskCfg.MemBytes = 1 // nothing fits: every chunk is read from the file
@@ -332,7 +306,7 @@ func (rig *chunksRig) prepare(ctx context.Context, r *Runner, maxClients int) er
 	missCfg.Store = stalledDownloads{rig.slow, map[string]bool{rig.file.Key: true}}
 	for _, x := range []struct {
 		name string
-		c    server.Config
+		c    cache.Config
 	}{{"memory", memCfg}, {"disk", diskCfg}, {"miss", missCfg}} {
 		x.c.CacheDir = rig.cacheDir(cfg, x.name)
 		os.RemoveAll(x.c.CacheDir)
@@ -509,7 +483,7 @@ func (rig *chunksRig) warm(ctx context.Context) error {
 		if _, err := rig.cc.get(ctx, 0, rig.url(s, addrs[0])); err != nil {
 			return fmt.Errorf("%s service: %w", s.name, err)
 		}
-		if err := s.cache.WaitCached(ctx, chunksDB, 2*time.Minute, nil); err != nil {
+		if err := s.svc.Cache.WaitCached(ctx, chunksDB, 2*time.Minute, nil); err != nil {
 			return fmt.Errorf("%s service: %w", s.name, err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path"
@@ -14,14 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/remotesapi"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/doltremote"
 	"github.com/chunkd/chunkd/manifest"
-	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/store"
 	"github.com/dustin/go-humanize"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -98,7 +96,7 @@ func prepareClone(ctx context.Context, r *Runner) (*cloneRig, error) {
 	rep.Env.Set("data set", "database %q: %d classic table files, %d chunks of %s (half random), %s of table files; written by the tablefile writer and a Dolt manifest (format %s)%s",
 		ds.DB, len(ds.Files), ds.Chunks, sizeName(ds.ChunkSize), humanize.IBytes(uint64(ds.StoredBytes)), manifest.FormatDolt, reusedNote(ds.Reused))
 	rep.Env.Set("store", "local folder (file://) under %s, read through %s", dir, storeEmulation(cfg.rtt(), bw))
-	rep.Env.Set("service", "in-process: server.New and doltremote.New, gRPC and HTTP on 127.0.0.1:0, --downloads 2 (the default), fsync %s; the clients run in the same process and share the %d cores", onOff(cfg.Fsync), rep.Env.Cores)
+	rep.Env.Set("service", "in-process: service.Start with the Dolt remote, gRPC and HTTP on 127.0.0.1:0, --downloads 2 (the default), fsync %s; the clients run in the same process and share the %d cores", onOff(cfg.Fsync), rep.Env.Cores)
 	rep.Env.Set("clients", "%s", intList(rig.clients))
 	rep.Env.Set("why replayed", "the data set is generated (random chunks under a Dolt manifest), so it is not a Dolt commit graph that dolt itself could check out; the replayed requests are the ones its clone makes of a remote (go/libraries/doltcore/remotestorage and go/store/datas/pull/clone.go), and cmd/chunkd's CHUNKD_DOLT test runs the real dolt clone, fetch and pull through the service")
 	return rig, nil
@@ -173,7 +171,7 @@ func measureCloneRun(ctx context.Context, r *Runner, rig *cloneRig, runs *cloneR
 		if path == pathCold {
 			// Everything the cold clones caused: the downloads they
 			// started finish (and are verified) after the last byte.
-			if err := svc.cache.WaitCached(ctx, cloneDB, 5*time.Minute, nil); err != nil {
+			if err := svc.svc.Cache.WaitCached(ctx, cloneDB, 5*time.Minute, nil); err != nil {
 				return err
 			}
 		}
@@ -224,10 +222,8 @@ func cloneDirect(ctx context.Context, rig *cloneRig) error {
 
 // cloneService is one in-process service carrying the Dolt remote.
 type cloneService struct {
-	cache    *server.Cache
+	svc      *service.Service
 	cacheDir string
-	hs       *http.Server
-	gs       *grpc.Server
 	conn     *grpc.ClientConn
 	hc       *http.Client
 	rig      *cloneRig
@@ -238,41 +234,19 @@ func startCloneService(r *Runner, rig *cloneRig) (*cloneService, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := server.New(server.Config{Store: rig.st, CacheDir: cacheDir, NoFsync: !r.Config.Fsync, DiskBytes: 4 * rig.ds.StoredBytes, Logger: log, Registry: reg})
+	svc, err := service.Start(service.Config{
+		Cache: cache.Config{Store: rig.st, CacheDir: cacheDir, NoFsync: !r.Config.Fsync, DiskBytes: 4 * rig.ds.StoredBytes},
+		HTTP:  "127.0.0.1:0", GRPC: "127.0.0.1:0", DoltRemote: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	if err != nil {
 		return nil, err
 	}
-	s := &cloneService{cache: c, cacheDir: cacheDir, rig: rig, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
-	defer func() {
-		if s.gs == nil { // failed
-			s.close()
-		}
-	}()
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	s := &cloneService{svc: svc, cacheDir: cacheDir, rig: rig, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
+	if s.conn, err = grpc.NewClient(svc.DoltAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		svc.Close()
 		return nil, err
 	}
-	remote, err := doltremote.New(doltremote.Config{Cache: c, HTTPAddr: hl.Addr().String(), Logger: log, Registry: reg})
-	if err != nil {
-		hl.Close()
-		return nil, err
-	}
-	s.hs = &http.Server{Handler: server.NewHandler(c, reg, server.Route{Pattern: api.PatternDoltFiles, Handler: remote.Handler()}), ReadHeaderTimeout: 10 * time.Second}
-	go s.hs.Serve(hl)
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	gs := server.NewGRPC(c, doltremote.ServerOptions()...)
-	remote.Register(gs)
-	go gs.Serve(gl)
-	if s.conn, err = grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		gs.Stop()
-		return nil, err
-	}
-	s.gs = gs
 	return s, nil
 }
 
@@ -286,16 +260,8 @@ func (s *cloneService) clone(ctx context.Context) error {
 }
 
 func (s *cloneService) close() {
-	if s.conn != nil {
-		s.conn.Close()
-	}
-	if s.gs != nil {
-		s.gs.Stop()
-	}
-	if s.hs != nil {
-		s.hs.Close()
-	}
-	s.cache.Close()
+	s.conn.Close()
+	s.svc.Close()
 	os.RemoveAll(s.cacheDir)
 }
 

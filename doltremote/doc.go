@@ -42,7 +42,7 @@
 //
 // # What is verified where
 //
-// Nothing leaves unproven (server.FileReader.Copy): each block of a
+// Nothing leaves unproven (cache.FileReader.Copy): each block of a
 // download is widened to whole units (records, archive spans, the index
 // region) and every unit is proven before any byte of the block is sent.
 // From the service's verified copy on disk, records and spans are checked

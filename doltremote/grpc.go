@@ -8,7 +8,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api/remotesapi"
-	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/cache"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -267,14 +267,14 @@ func (s *Service) refuseWrite(ctx context.Context, req repoRequest) error {
 
 // locate resolves a request's repository and locates addrs in it. files
 // has every file a location names.
-func (s *Service) locate(ctx context.Context, req repoRequest, addrs []addr.Addr) (snap server.Snapshot, locs []server.Location, files map[string]server.FileInfo, err error) {
+func (s *Service) locate(ctx context.Context, req repoRequest, addrs []addr.Addr) (snap cache.Snapshot, locs []cache.Location, files map[string]cache.FileInfo, err error) {
 	if snap, err = s.snapshot(ctx, req); err != nil {
 		return snap, nil, nil, err
 	}
 	if locs, err = s.c.Locate(ctx, snap.DB, addrs); err != nil {
 		return snap, nil, nil, toStatus(err)
 	}
-	files = make(map[string]server.FileInfo, len(snap.Files))
+	files = make(map[string]cache.FileInfo, len(snap.Files))
 	for _, f := range snap.Files {
 		files[f.Name] = f
 	}

@@ -14,10 +14,6 @@ import (
 	"github.com/chunkd/chunkd/manifest"
 )
 
-// Handler returns the table-file downloads, to be served under PathPrefix
-// on the HTTP listener at Config.HTTPAddr.
-func (s *Service) Handler() http.Handler { return http.HandlerFunc(s.download) }
-
 func (s *Service) download(w http.ResponseWriter, r *http.Request) {
 	code := "aborted" // until a status is chosen
 	defer func(start time.Time) { s.metrics.observe("download", code, time.Since(start)) }(time.Now())

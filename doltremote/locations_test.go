@@ -16,10 +16,10 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api/remotesapi"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/manifest"
-	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/tablefile"
 )
 
@@ -117,7 +117,7 @@ func request(chunks []known) [][]byte {
 func TestChunkLocations(t *testing.T) {
 	for _, fx := range fixtures {
 		t.Run(fx, func(t *testing.T) {
-			r := newRemote(t, map[string]string{"db": fx}, server.Config{})
+			r := newRemote(t, map[string]string{"db": fx}, cache.Config{})
 			ctx := context.Background()
 			chunks := knownChunks(t, fx)
 			hashes := request(chunks)
@@ -252,7 +252,7 @@ func countAbsent(hashes [][]byte) int {
 }
 
 func TestHasChunks(t *testing.T) {
-	r := newRemote(t, map[string]string{"org/db": "remote-archive"}, server.Config{})
+	r := newRemote(t, map[string]string{"org/db": "remote-archive"}, cache.Config{})
 	chunks := knownChunks(t, "remote-archive")
 	// Absent addresses between present ones, and many of them: Dolt sends
 	// up to 16384 at once.
@@ -283,7 +283,7 @@ func TestHasChunks(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	r := newRemote(t, map[string]string{"db": "remote-classic"}, server.Config{})
+	r := newRemote(t, map[string]string{"db": "remote-classic"}, cache.Config{})
 	ctx := context.Background()
 	short := [][]byte{make([]byte, 20), make([]byte, 19)}
 	_, err := r.rpc.HasChunks(ctx, &remotesapi.HasChunksRequest{RepoPath: "db", Hashes: short})
@@ -304,7 +304,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestReadOnly(t *testing.T) {
-	r := newRemote(t, map[string]string{"db": "remote-classic"}, server.Config{})
+	r := newRemote(t, map[string]string{"db": "remote-classic"}, cache.Config{})
 	ctx := context.Background()
 	id := make([]byte, 20)
 	calls := map[string]func(path string) error{
@@ -341,7 +341,7 @@ func TestReadOnly(t *testing.T) {
 // TestNotServable: a database Dolt could not read from table files alone
 // is refused, saying why.
 func TestNotServable(t *testing.T) {
-	r := newRemote(t, map[string]string{"local": "db-classic-noms", "sqlite": "remote-classic"}, server.Config{})
+	r := newRemote(t, map[string]string{"local": "db-classic-noms", "sqlite": "remote-classic"}, cache.Config{})
 	// Make "sqlite" a chunkd SQLite database: same files, another format.
 	path := filepath.Join(r.dir, "sqlite", "manifest")
 	b, err := os.ReadFile(path)
@@ -361,7 +361,7 @@ func TestNotServable(t *testing.T) {
 // TestSeesNewManifest: a push to the store is seen once the service's copy
 // of the manifest is older than ManifestTTL.
 func TestSeesNewManifest(t *testing.T) {
-	r := newRemote(t, map[string]string{"db": "remote-classic"}, server.Config{ManifestTTL: 20 * time.Millisecond})
+	r := newRemote(t, map[string]string{"db": "remote-classic"}, cache.Config{ManifestTTL: 20 * time.Millisecond})
 	ctx := context.Background()
 	classic, archive := fixtureManifest(t, "remote-classic"), fixtureManifest(t, "remote-archive")
 	root := func() []byte {
@@ -407,7 +407,7 @@ func TestSeesNewManifest(t *testing.T) {
 // store never reaches a client: a response that would hold it fails with
 // an error status before its first byte, or is cut short before the chunk.
 func TestCorruptStoreBytes(t *testing.T) {
-	r := newRemote(t, map[string]string{"db": "remote-classic"}, server.Config{})
+	r := newRemote(t, map[string]string{"db": "remote-classic"}, cache.Config{})
 	name := fixtureManifest(t, "remote-classic").Specs[0].Name
 	path := filepath.Join(r.dir, "db", name)
 	b, tf := testdb.ReadTable(t, path)
@@ -485,7 +485,7 @@ func putCRC(dst, rec []byte) {
 func TestChangedCachedCopy(t *testing.T) {
 	for _, fx := range fixtures {
 		t.Run(fx, func(t *testing.T) {
-			r := newRemote(t, map[string]string{"db": fx}, server.Config{})
+			r := newRemote(t, map[string]string{"db": fx}, cache.Config{})
 			spec := fixtureManifest(t, fx).Specs[0]
 			file, want := fixtureFile(t, fx, spec.Name)
 			url := r.base + "/dolt/v1/db/" + file

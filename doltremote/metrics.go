@@ -3,8 +3,8 @@ package doltremote
 import (
 	"time"
 
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/prom"
-	"github.com/chunkd/chunkd/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -36,7 +36,7 @@ func (m *metrics) observe(method, code string, took time.Duration) {
 	m.latency.WithLabelValues(method).Observe(took.Seconds())
 }
 
-func (m *metrics) served(st server.FileStats) {
+func (m *metrics) served(st cache.FileStats) {
 	m.fileBytes.WithLabelValues("disk").Add(float64(st.Disk))
 	m.fileBytes.WithLabelValues("partial").Add(float64(st.Partial))
 	m.fileBytes.WithLabelValues("store").Add(float64(st.Store))

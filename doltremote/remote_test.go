@@ -18,11 +18,11 @@ import (
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/remotesapi"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/doltremote"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/manifest"
-	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/store"
 	_ "github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
@@ -94,7 +94,7 @@ type remote struct {
 	dir      string // the store's folder
 	cacheDir string // the service's cache directory
 	st       *countingStore
-	cache    *server.Cache
+	cache    *cache.Cache
 	svc      *doltremote.Service
 	rpc      remotesapi.ChunkStoreServiceClient
 	base     string // http://127.0.0.1:PORT
@@ -126,7 +126,7 @@ func copyDir(t *testing.T, src, dst string) {
 
 // newRemote copies fixture folders (testdata/dolt/<fixture>) into a store
 // as databases (db name -> fixture) and serves them.
-func newRemote(t *testing.T, dbs map[string]string, cfg server.Config) *remote {
+func newRemote(t *testing.T, dbs map[string]string, cfg cache.Config) *remote {
 	t.Helper()
 	dir := t.TempDir()
 	for db, fixture := range dbs {
@@ -142,7 +142,7 @@ func newRemote(t *testing.T, dbs map[string]string, cfg server.Config) *remote {
 	r.cacheDir = cfg.CacheDir
 	cfg.NoFsync = true
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if r.cache, err = server.New(cfg); err != nil {
+	if r.cache, err = cache.New(cfg); err != nil {
 		t.Fatal(err)
 	}
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -236,7 +236,7 @@ func fixtureFile(t *testing.T, fixture, name string) (string, []byte) {
 var fixtures = []string{"remote-classic", "remote-archive"}
 
 func TestMetadataRootAndTableFiles(t *testing.T) {
-	r := newRemote(t, map[string]string{"org/classic": "remote-classic", "org/archive": "remote-archive"}, server.Config{})
+	r := newRemote(t, map[string]string{"org/classic": "remote-classic", "org/archive": "remote-archive"}, cache.Config{})
 	ctx := context.Background()
 	for _, fx := range fixtures {
 		db := "org/" + strings.TrimPrefix(fx, "remote-")
@@ -337,7 +337,7 @@ func wantCode(t *testing.T, err error, code string, want ...string) {
 }
 
 func TestRepositoryNames(t *testing.T) {
-	r := newRemote(t, map[string]string{"org/both": "remote-classic", "both": "remote-archive", "solo": "remote-archive"}, server.Config{})
+	r := newRemote(t, map[string]string{"org/both": "remote-classic", "both": "remote-archive", "solo": "remote-archive"}, cache.Config{})
 	ctx := context.Background()
 	classic, archive := fixtureManifest(t, "remote-classic"), fixtureManifest(t, "remote-archive")
 	fileOf := func(path string) string {
@@ -367,7 +367,7 @@ func TestRepositoryNames(t *testing.T) {
 }
 
 func TestDownloads(t *testing.T) {
-	r := newRemote(t, map[string]string{"db": "remote-classic"}, server.Config{})
+	r := newRemote(t, map[string]string{"db": "remote-classic"}, cache.Config{})
 	m := fixtureManifest(t, "remote-classic")
 	name := m.Specs[0].Name
 	_, file := fixtureFile(t, "remote-classic", name)
@@ -438,7 +438,7 @@ func TestDownloads(t *testing.T) {
 func TestClone(t *testing.T) {
 	for _, fx := range fixtures {
 		t.Run(fx, func(t *testing.T) {
-			r := newRemote(t, map[string]string{"org/db": fx}, server.Config{})
+			r := newRemote(t, map[string]string{"org/db": fx}, cache.Config{})
 			m := fixtureManifest(t, fx)
 			ctx := context.Background()
 			var size int64
@@ -528,7 +528,7 @@ func (h httpReaderAt) ReadAt(p []byte, off int64) (int, error) {
 func TestRangesReadLikeAFile(t *testing.T) {
 	for _, fx := range fixtures {
 		t.Run(fx, func(t *testing.T) {
-			r := newRemote(t, map[string]string{"db": fx}, server.Config{})
+			r := newRemote(t, map[string]string{"db": fx}, cache.Config{})
 			for _, spec := range fixtureManifest(t, fx).Specs {
 				file, b := fixtureFile(t, fx, spec.Name)
 				for _, pass := range []string{"cold", "warm"} {

@@ -19,8 +19,11 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/remotesapi"
+	"github.com/chunkd/chunkd/auth"
+	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/grpcapi"
+	"github.com/chunkd/chunkd/httpapi"
 	"github.com/chunkd/chunkd/manifest"
-	"github.com/chunkd/chunkd/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,7 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// PathPrefix is where Handler serves table-file downloads.
+// PathPrefix is where Routes serve table-file downloads.
 const PathPrefix = "/dolt/v1/"
 
 // MaxRequest is the largest request the service must accept: a HasChunks
@@ -46,7 +49,7 @@ func ServerOptions() []grpc.ServerOption {
 
 // Config configures a Service.
 type Config struct {
-	Cache *server.Cache
+	Cache *cache.Cache
 	// HTTPAddr is the host:port of the HTTP listener serving Handler,
 	// which download URLs name. An unspecified host (0.0.0.0, ::, empty)
 	// is replaced by the host the client dialed for gRPC.
@@ -76,7 +79,7 @@ type Config struct {
 type Service struct {
 	remotesapi.UnimplementedChunkStoreServiceServer
 	cfg     Config
-	c       *server.Cache
+	c       *cache.Cache
 	log     *slog.Logger
 	metrics *metrics
 
@@ -111,10 +114,20 @@ func New(cfg Config) (*Service, error) {
 	}, nil
 }
 
-// Register registers the ChunkStoreService on s, which should have been
-// made with ServerOptions.
-func (s *Service) Register(r grpc.ServiceRegistrar) {
-	remotesapi.RegisterChunkStoreServiceServer(r, s)
+// GRPC is the ChunkStoreService, for a server made with ServerOptions.
+// Its calls name a repository, not a database: any known token may call
+// them, and the service checks the token's grant against the database the
+// repository resolves to (auth.FromContext).
+func (s *Service) GRPC() grpcapi.Service {
+	return grpcapi.Service{Desc: &remotesapi.ChunkStoreService_ServiceDesc, Impl: s, Need: auth.AnyToken}
+}
+
+// Routes are the table-file downloads, on the HTTP listener at
+// Config.HTTPAddr. Dolt sends no token with them: they are open, and
+// with tokens on, the remote signs the URLs it hands to callers whose
+// token grants the database and refuses unsigned ones (Config.SignKey).
+func (s *Service) Routes() []httpapi.Route {
+	return []httpapi.Route{{Pattern: api.PatternDoltFiles, Handler: http.HandlerFunc(s.download), Need: auth.Open}}
 }
 
 // repoRequest is what every request names its repository with.
@@ -151,7 +164,7 @@ func (s *Service) resolve(ctx context.Context, req repoRequest) (string, error) 
 	if i := strings.LastIndexByte(p, '/'); i >= 0 {
 		candidates = append(candidates, p[i+1:])
 	}
-	if g, ok := server.GrantFrom(ctx); ok {
+	if g, ok := auth.FromContext(ctx); ok {
 		candidates = slices.DeleteFunc(candidates, func(db string) bool { return !g.Allows(db) })
 		if len(candidates) == 0 {
 			return "", status.Errorf(codes.PermissionDenied, "the token does not grant repository %q", p)
@@ -207,29 +220,29 @@ const maxMissing = 10000
 
 // snapshot resolves a request's repository and returns its database,
 // refusing one Dolt could not read.
-func (s *Service) snapshot(ctx context.Context, req repoRequest) (server.Snapshot, error) {
+func (s *Service) snapshot(ctx context.Context, req repoRequest) (cache.Snapshot, error) {
 	db, err := s.resolve(ctx, req)
 	if err != nil {
-		return server.Snapshot{}, err
+		return cache.Snapshot{}, err
 	}
 	snap, err := s.c.Snapshot(ctx, db)
 	if err != nil {
-		return server.Snapshot{}, toStatus(err)
+		return cache.Snapshot{}, toStatus(err)
 	}
 	switch {
 	case snap.Format != "" && snap.Format != manifest.FormatDolt:
-		return server.Snapshot{}, status.Errorf(codes.FailedPrecondition, "database %q is not a Dolt database: its storage format is %q, not %q", db, snap.Format, manifest.FormatDolt)
+		return cache.Snapshot{}, status.Errorf(codes.FailedPrecondition, "database %q is not a Dolt database: its storage format is %q, not %q", db, snap.Format, manifest.FormatDolt)
 	case snap.Journal:
-		return server.Snapshot{}, status.Errorf(codes.FailedPrecondition, "database %q is a local Dolt database with a chunk journal, which chunkd does not serve; push it to a remote in the store (dolt push to a file:// or S3 remote) and serve that", db)
+		return cache.Snapshot{}, status.Errorf(codes.FailedPrecondition, "database %q is a local Dolt database with a chunk journal, which chunkd does not serve; push it to a remote in the store (dolt push to a file:// or S3 remote) and serve that", db)
 	case snap.Unopened > 0:
-		return server.Snapshot{}, status.Errorf(codes.Unavailable, "database %q: %d of its table files cannot be read now, so a clone would be incomplete", db, snap.Unopened)
+		return cache.Snapshot{}, status.Errorf(codes.Unavailable, "database %q: %d of its table files cannot be read now, so a clone would be incomplete", db, snap.Unopened)
 	}
 	return snap, nil
 }
 
 // fileURL returns the download URL of file f of database db, for a client
 // whose gRPC call came with ctx.
-func (s *Service) fileURL(ctx context.Context, db string, f server.FileInfo) string {
+func (s *Service) fileURL(ctx context.Context, db string, f cache.FileInfo) string {
 	host, port, _ := net.SplitHostPort(s.cfg.HTTPAddr)
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "localhost"
@@ -295,12 +308,12 @@ func (s *Service) checkSignature(r *http.Request) error {
 
 // isNotFound reports whether a cache error says the database is unknown.
 func isNotFound(err error) bool {
-	var e *server.Error
-	return errors.As(err, &e) && e.Kind == server.KindUnknownDB
+	var e *cache.Error
+	return errors.As(err, &e) && e.Kind == cache.KindUnknownDB
 }
 
 // toStatus maps a cache error to a gRPC status.
-func toStatus(err error) error { return server.GRPCStatus(err) }
+func toStatus(err error) error { return grpcapi.Status(err) }
 
 // httpStatus returns the HTTP status of a cache error.
-func httpStatus(err error) int { return server.StatusOf(err) }
+func httpStatus(err error) int { return httpapi.Status(err) }

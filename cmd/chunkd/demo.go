@@ -5,19 +5,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/gen"
-	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/store"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // demoCommand is the README's first command: on embedded defaults (a
@@ -71,17 +69,17 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 
 	// The cache service, in this process, on loopback.
 	cacheDir := filepath.Join(*dir, "cache")
-	cache, service, stop, err := demoService(far, cacheDir)
+	svc, service, err := demoService(far, cacheDir)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer svc.Close()
 	say("cache service on %s; store round trip %v (emulated in user space)", service, *rtt)
 	say("")
 	say("query: %s", gen.SeedQuery)
 	say("")
 
-	results, err := demoRuns(ctx, say, file, storeURL, service, cache, cacheDir)
+	results, err := demoRuns(ctx, say, file, storeURL, service, svc.Cache, cacheDir)
 	if err != nil {
 		return err
 	}
@@ -123,26 +121,14 @@ func demoStore(ctx context.Context, say func(string, ...any), dir string, senten
 }
 
 // demoService starts a cache service over s in this process, on
-// loopback, and returns it, its URL and what stops it.
-func demoService(s store.Store, cacheDir string) (*server.Cache, string, func(), error) {
-	reg := prometheus.NewRegistry()
-	cache, err := server.New(server.Config{OpenSet: openSet, Store: s, CacheDir: cacheDir, Registry: reg,
+// loopback, and returns it and its URL; Close stops it.
+func demoService(s store.Store, cacheDir string) (*service.Service, string, error) {
+	svc, err := service.Start(service.Config{Cache: cache.Config{Store: s, CacheDir: cacheDir}, HTTP: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cache.Close()
-		return nil, "", nil, err
-	}
-	router := server.NewHandler(cache, reg)
-	srv := &server.HTTP1{Server: &http.Server{Handler: router}, Fast: server.ChunkReads(router)}
-	go srv.Serve(lis)
-	return cache, "http://" + lis.Addr().String(), func() {
-		srv.Close()
-		cache.Close()
-	}, nil
+	return svc, svc.URL(), nil
 }
 
 // demoResult is the seed query on one path.
@@ -156,7 +142,7 @@ type demoResult struct {
 // demoRuns runs the seed query on each path, each through a fresh
 // client: the local file, the store directly, the service cold, then
 // (once it has the database on disk) warm, and its files on this host.
-func demoRuns(ctx context.Context, say func(string, ...any), file, storeURL, service string, cache *server.Cache, cacheDir string) ([]demoResult, error) {
+func demoRuns(ctx context.Context, say func(string, ...any), file, storeURL, service string, c *cache.Cache, cacheDir string) ([]demoResult, error) {
 	var results []demoResult
 	run := func(path string, open func() (*openDB, error)) error {
 		start := time.Now()
@@ -188,7 +174,7 @@ func demoRuns(ctx context.Context, say func(string, ...any), file, storeURL, ser
 		func() error { return run("object store directly", tiers("", "")) },
 		func() error { return run("cache service, cold", tiers(service, "")) },
 		func() error { // the appendix file holds every chunk
-			return cache.WaitCached(ctx, demoDB, 10*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix })
+			return c.WaitCached(ctx, demoDB, 10*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix })
 		},
 		func() error { return run("cache service, warm", tiers(service, "")) },
 		func() error { return run("service's files, same host", tiers(service, cacheDir)) },

@@ -2,22 +2,19 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/chunkd/chunkd/internal/spin"
-	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/store"
 	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // serveCommand runs the cache service.
@@ -91,7 +88,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	log := slog.Default()
 
-	tlsCfg, authz, err := sec.setup(log)
+	tlsCfg, guard, err := sec.setup(log)
 	if err != nil {
 		return err
 	}
@@ -105,127 +102,65 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric())
-	cache, err := server.New(server.Config{OpenSet: openSet,
-		Store: st, CacheDir: *cacheDir,
-		MemBytes: int64(mem), DiskBytes: int64(disk), ImageBytes: int64(images), NoFsync: !*fsync, Miss: policy,
-		StoreTimeout: *storeTimeout, ManifestTTL: *manifestTTL, Downloads: *downloads,
-		ClientTimeout: *clientTimeout, Logger: log, Registry: reg,
+	svc, err := service.Start(service.Config{
+		Cache: cache.Config{Store: st, CacheDir: *cacheDir,
+			MemBytes: int64(mem), DiskBytes: int64(disk), NoFsync: !*fsync, Miss: policy,
+			StoreTimeout: *storeTimeout, ManifestTTL: *manifestTTL, Downloads: *downloads},
+		ImageBytes: int64(images),
+		HTTP:       *listen, GRPC: *grpcListen, DoltRemote: *dolt.on, DoltListen: *dolt.listen,
+		TLS: tlsCfg, Guard: guard, ClientTimeout: *clientTimeout, Spin: *spinWait,
+		Registry: reg, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
-
-	hl, err := net.Listen("tcp", *listen)
-	if err != nil {
-		cache.Close()
-		return err
-	}
-	routes, err := dolt.start(cache, *grpcListen, hl.Addr().String(), tlsCfg != nil, authz != nil, log, reg)
-	if err != nil {
-		hl.Close()
-		cache.Close()
-		return err
-	}
-	router := server.NewHandler(cache, reg, routes...)
-	var handler http.Handler = router
-	var grpcOpts []grpc.ServerOption
-	if authz != nil {
-		handler = authz.HTTP(router)
-		grpcOpts = authz.GRPCOptions()
-	}
-	if tlsCfg != nil {
-		hl = tls.NewListener(hl, tlsCfg)
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsCfg)))
-	}
 	stopHUP := make(chan struct{})
 	defer close(stopHUP)
-	reloadOnHUP(&sec, authz, log, stopHUP)
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: *clientTimeout, IdleTimeout: 5 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	// Reads of one chunk are answered on their connection's goroutine;
-	// every other request goes on to httpSrv (server.HTTP1).
-	http1 := &server.HTTP1{Server: httpSrv, Fast: server.ChunkReads(router), Spin: *spinWait}
-	reg.MustRegister(http1.SpinMetrics()...)
-	errc := make(chan error, 3)
-	go func() { errc <- http1.Serve(hl) }()
-
-	var grpcSrv *grpc.Server
-	grpcAddr := "-"
-	if *grpcListen != "" {
-		gl, err := net.Listen("tcp", *grpcListen)
-		if err != nil {
-			http1.Close()
-			cache.Close()
-			return err
-		}
-		grpcSrv = server.NewGRPC(cache, append(grpcOpts, dolt.sharedOptions()...)...)
-		grpcAddr = gl.Addr().String()
-		dolt.register(grpcSrv)
-		go func() { errc <- grpcSrv.Serve(gl) }()
-	}
-	doltAddr, err := dolt.serve(grpcAddr, grpcOpts, errc)
-	if err != nil {
-		http1.Close()
-		if grpcSrv != nil {
-			grpcSrv.Stop()
-		}
-		cache.Close()
-		return err
-	}
-	log.Info("listening", "http", hl.Addr().String(), "grpc", grpcAddr, "dolt", doltAddr, "store", st.String(), "cache_dir", *cacheDir,
+	reloadOnHUP(&sec, guard, log, stopHUP)
+	log.Info("listening", "http", svc.HTTPAddr, "grpc", orDash(svc.GRPCAddr), "dolt", orDash(svc.DoltAddr), "store", st.String(), "cache_dir", *cacheDir,
 		"mem", humanize.IBytes(uint64(mem)), "disk", humanize.IBytes(uint64(disk)), "fsync", *fsync, "miss", *miss,
-		"tls", tlsCfg != nil, "tokens", authz != nil)
-	warnExposed(log, "HTTP", *listen, tlsCfg != nil, authz != nil)
-	warnExposed(log, "gRPC", *grpcListen, tlsCfg != nil, authz != nil)
-	warnExposed(log, "the Dolt remote's gRPC", *dolt.listen, tlsCfg != nil, authz != nil)
+		"tls", tlsCfg != nil, "tokens", guard != nil)
+	warnExposed(log, "HTTP", *listen, tlsCfg != nil, guard != nil)
+	warnExposed(log, "gRPC", *grpcListen, tlsCfg != nil, guard != nil)
+	warnExposed(log, "the Dolt remote's gRPC", *dolt.listen, tlsCfg != nil, guard != nil)
 
-	return serveUntilDone(ctx, log, errc, http1, grpcSrv, dolt, cache)
+	return serveUntilDone(ctx, log, svc)
+}
+
+// orDash is s, or "-" for a listener not served.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // missPolicy reads --miss.
-func missPolicy(miss string) (server.MissPolicy, error) {
+func missPolicy(miss string) (cache.MissPolicy, error) {
 	switch miss {
 	case "read-through":
-		return server.ReadThrough, nil
+		return cache.ReadThrough, nil
 	case "notfound":
-		return server.NotFound, nil
+		return cache.NotFound, nil
 	}
 	return 0, usagef("--miss must be read-through or notfound, not %q", miss)
 }
 
-// serveUntilDone waits until ctx ends or a server fails (its error on
-// errc), then stops the servers, letting requests in flight finish for
-// up to 30 seconds, and closes the cache. A server that stopped on its
-// own is an error.
-func serveUntilDone(ctx context.Context, log *slog.Logger, errc <-chan error, httpSrv *server.HTTP1, grpcSrv *grpc.Server, dolt *serveDolt, cache *server.Cache) error {
+// serveUntilDone waits until ctx ends or a listener fails, then stops
+// the service, letting requests in flight finish for up to 30 seconds. A
+// listener that stopped on its own is an error.
+func serveUntilDone(ctx context.Context, log *slog.Logger, svc *service.Service) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests")
-	case err := <-errc:
+	case err := <-svc.Done():
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("server failed", "err", err)
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	httpSrv.Shutdown(sctx)
-	done := make(chan struct{})
-	go func() {
-		if grpcSrv != nil {
-			grpcSrv.GracefulStop()
-		}
-		dolt.stop(true)
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-sctx.Done():
-		if grpcSrv != nil {
-			grpcSrv.Stop()
-		}
-		dolt.stop(false)
-	}
-	err := cache.Close()
+	err := svc.Shutdown(sctx)
 	log.Info("stopped")
 	if ctx.Err() == nil {
 		return fmt.Errorf("server stopped unexpectedly")

@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/chunkd/chunkd/auth"
-	"github.com/chunkd/chunkd/server"
 )
 
 // secureFlags are serve's TLS and token flags.
@@ -34,7 +33,7 @@ func (f *secureFlags) add(fs *flag.FlagSet) {
 
 // setup loads the files: a nil TLS config means plain text, a nil Auth
 // means no tokens.
-func (f *secureFlags) setup(log *slog.Logger) (*tls.Config, *server.Auth, error) {
+func (f *secureFlags) setup(log *slog.Logger) (*tls.Config, *auth.Guard, error) {
 	var tlsCfg *tls.Config
 	f.reloadTLS = nil
 	switch {
@@ -43,7 +42,7 @@ func (f *secureFlags) setup(log *slog.Logger) (*tls.Config, *server.Auth, error)
 			return nil, nil, usagef("--tls-cert and --tls-key go together")
 		}
 		var err error
-		if tlsCfg, f.reloadTLS, err = (server.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.tlsClientCA}).Config(); err != nil {
+		if tlsCfg, f.reloadTLS, err = (auth.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.tlsClientCA}).Config(); err != nil {
 			return nil, nil, err
 		}
 	case f.tlsClientCA != "":
@@ -62,13 +61,13 @@ func (f *secureFlags) setup(log *slog.Logger) (*tls.Config, *server.Auth, error)
 	if st, err := os.Stat(f.authTokens); err == nil && st.Mode().Perm()&0o044 != 0 {
 		log.Warn("the token file can be read by other users; chmod 600 it", "file", f.authTokens, "mode", st.Mode().Perm().String())
 	}
-	return tlsCfg, &server.Auth{Tokens: tokens, MetricsOpen: f.metricsOpen, Logger: log}, nil
+	return tlsCfg, &auth.Guard{Tokens: tokens, MetricsOpen: f.metricsOpen, Logger: log}, nil
 }
 
 // reloadOnHUP re-reads the token file and the TLS certificate and key on
 // every SIGHUP until stop is closed; a file that does not load leaves the
 // old one in force.
-func reloadOnHUP(f *secureFlags, a *server.Auth, log *slog.Logger, stop <-chan struct{}) {
+func reloadOnHUP(f *secureFlags, a *auth.Guard, log *slog.Logger, stop <-chan struct{}) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {

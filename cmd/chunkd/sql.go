@@ -17,7 +17,6 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
-	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
@@ -366,11 +365,4 @@ func (rw *rowWriter) close() error {
 		_, err := io.WriteString(rw.w, "\n]\n")
 		return err
 	}
-}
-
-// openSet computes open sets for the cache service (server.Config.OpenSet):
-// the service knows nothing of SQLite; this binary wires sqlchunks in.
-func openSet(ctx context.Context, src server.ChunkSource, root addr.Addr) (server.VersionSet, error) {
-	set, err := sqlchunks.OpenSet(ctx, src, root)
-	return server.VersionSet{Chunks: set.Chunks, PagesFrom: set.PagesFrom, PageSize: set.PageSize, Pages: set.Pages}, err
 }

@@ -1,0 +1,116 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chunkd/chunkd/store"
+)
+
+// storeHealth remembers whether the store answered the last time the
+// service asked, for /readyz and the log.
+type storeHealth struct {
+	mu      sync.Mutex
+	failing bool
+	kind    Kind // KindStoreUnreachable or KindStoreDenied while failing
+	since   time.Time
+	err     error
+}
+
+// observe records the outcome of a store request; it reports whether the
+// store's state changed, so the caller logs the change once.
+func (h *storeHealth) observe(err error) (changed bool) {
+	failing, k := false, KindInternal
+	if err != nil {
+		switch k = KindOf(err); k {
+		case KindStoreUnreachable, KindStoreDenied:
+			failing = true
+		case KindCanceled:
+			return false // the caller gave up: no news of the store
+		default:
+			k = KindInternal // an answer, if not the one hoped for
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	changed = h.failing != failing || h.kind != k
+	if changed {
+		h.since = time.Now()
+	}
+	h.failing, h.kind, h.err = failing, k, err
+	return changed
+}
+
+func (h *storeHealth) note() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.failing {
+		return ""
+	}
+	return fmt.Sprintf("%s since %s (%v): serving what is cached on disk", h.kind, h.since.UTC().Format(time.RFC3339), h.err)
+}
+
+// watchedStore is the store as the service uses it: every read's outcome
+// feeds storeHealth, whose changes are logged once each.
+type watchedStore struct {
+	store.Store
+	h   *storeHealth
+	log *slog.Logger
+}
+
+func (w watchedStore) observe(err error) {
+	if !w.h.observe(err) {
+		return
+	}
+	if err != nil {
+		w.log.Warn("the store is failing: serving what is cached on disk; reads of anything else fail until it answers", "kind", KindOf(err).String(), "err", err)
+	} else {
+		w.log.Info("the store answers again")
+	}
+}
+
+func (w watchedStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	n, err := w.Store.ReadAt(ctx, key, p, off)
+	w.observe(err)
+	return n, err
+}
+
+func (w watchedStore) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := w.Store.Get(ctx, key)
+	w.observe(err)
+	return b, err
+}
+
+func (w watchedStore) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
+	rc, info, err := w.Store.Open(ctx, key)
+	w.observe(err)
+	return rc, info, err
+}
+
+func (w watchedStore) Head(ctx context.Context, key string) (store.Info, error) {
+	info, err := w.Store.Head(ctx, key)
+	w.observe(err)
+	return info, err
+}
+
+// storeTime keeps how long a ranged read of the store takes: a moving
+// average (weight 1/8) of the cache's own reads, which a read of a file
+// being downloaded weighs against waiting for the download
+// (download.await).
+type storeTime struct{ ns atomic.Int64 }
+
+func (s *storeTime) observe(d time.Duration) {
+	old := s.ns.Load()
+	if old == 0 {
+		s.ns.Store(int64(d))
+		return
+	}
+	s.ns.Store(old + (int64(d)-old)/8) // racing updates lose one: an estimate
+}
+
+func (s *storeTime) get() time.Duration { return time.Duration(s.ns.Load()) }

@@ -1,0 +1,159 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func getJSON(t *testing.T, method, url string, into any) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == 200 && into != nil {
+		if err := json.Unmarshal(b, into); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, url, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestCacheView reads a database through every tier and checks what
+// GET /v1/cache and GET /v1/dbs say, then drops its files.
+func TestCacheView(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, Config{Registry: reg, MemBytes: 64 << 20, DiskBytes: 1 << 30})
+	srv := httptest.NewServer(NewHandler(f.cache, reg))
+	defer srv.Close()
+
+	var dbs []api.DBSummary
+	if code := getJSON(t, "GET", srv.URL+api.DBsPath, &dbs); code != 200 || len(dbs) != 0 {
+		t.Fatalf("before any read: %d %+v", code, dbs)
+	}
+	a0, a1 := f.db.Files[0].Addrs[0], f.db.Files[1].Addrs[0]
+	f.get(a0) // store (read through), starts the downloads
+	f.get(a1)
+	f.waitDownloads(2)
+	f.get(a0)                     // memory
+	f.get(f.db.Files[0].Addrs[1]) // disk
+
+	// The memory tier's weight is its cache's (otter) estimate, brought up
+	// to date by the cache's maintenance, which runs in the background:
+	// wait for it to count the chunks kept above.
+	var sum api.CacheSummary
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if code := getJSON(t, "GET", srv.URL+api.CachePath, &sum); code != 200 {
+			t.Fatalf("GET /v1/cache: %d", code)
+		}
+		if sum.Memory.Used > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	want := api.TierCounts{Memory: 1, Disk: 1, Store: 2}
+	if sum.Served != want || sum.HitRatio != 0.5 {
+		t.Errorf("served %+v ratio %v, want %+v and 0.5", sum.Served, sum.HitRatio, want)
+	}
+	if sum.Memory.Budget != 64<<20 || sum.Memory.Used <= 0 || sum.Disk.Budget != 1<<30 || sum.Disk.Files != 2 || sum.Disk.Used <= 0 || sum.StoreBytes <= 0 || sum.StoreReads < 2 || sum.Databases != 1 || sum.Downloads != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+
+	if code := getJSON(t, "GET", srv.URL+api.DBsPath, &dbs); code != 200 || len(dbs) != 1 {
+		t.Fatalf("GET /v1/dbs: %d %+v", code, dbs)
+	}
+	d := dbs[0]
+	if d.Name != "db1" || d.State != api.DBLoaded || d.Files != 2 || d.FilesCached != 2 || d.BytesCached != d.Bytes || d.Served != want || d.Root == "" {
+		t.Errorf("db1: %+v", d)
+	}
+
+	// Gauges of memory and disk in use.
+	mf, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gauges := map[string]float64{}
+	for _, m := range mf {
+		if len(m.Metric) == 1 && m.Metric[0].Gauge != nil {
+			gauges[m.GetName()] = m.Metric[0].Gauge.GetValue()
+		}
+	}
+	if gauges["chunkd_memory_bytes"] <= 0 || gauges["chunkd_memory_budget_bytes"] != 64<<20 || gauges["chunkd_disk_files"] != 2 || gauges["chunkd_disk_budget_bytes"] != 1<<30 {
+		t.Errorf("gauges %v", gauges)
+	}
+
+	// Drop the database's files: gone from disk, and the next read of an
+	// uncached chunk goes to the store again.
+	var drop api.DropResult
+	if code := getJSON(t, "DELETE", srv.URL+api.DropCachePath("db1"), &drop); code != 200 || drop.Files != 2 || drop.Bytes != d.Bytes {
+		t.Fatalf("DELETE cache: %d %+v", code, drop)
+	}
+	getJSON(t, "GET", srv.URL+api.DBsPath, &dbs)
+	if dbs[0].FilesCached != 0 || dbs[0].BytesCached != 0 {
+		t.Errorf("after the drop: %+v", dbs[0])
+	}
+	if r := f.get(f.db.Files[1].Addrs[5]); r.Tier != api.TierStore {
+		t.Errorf("read after the drop from %v, want the store", r.Tier)
+	}
+	if code := getJSON(t, "DELETE", srv.URL+api.DropCachePath(".."), nil); code != 400 {
+		t.Errorf("DELETE a bad name: %d", code)
+	}
+
+	// After a restart the database is known from the cache directory.
+	f.waitDownloads(3)
+	f.cache.Close()
+	f.open(Config{})
+	srv2 := httptest.NewServer(NewHandler(f.cache, prometheus.NewRegistry()))
+	defer srv2.Close()
+	getJSON(t, "GET", srv2.URL+api.DBsPath, &dbs)
+	if len(dbs) != 1 || dbs[0].State != api.DBOnDisk || dbs[0].FilesCached != 1 {
+		t.Errorf("after a restart: %+v", dbs)
+	}
+}
+
+// TestCacheViewTokens: the list shows only the token's databases, and
+// dropping needs the database's token.
+func TestCacheViewTokens(t *testing.T) {
+	af := newAuthFixture(t, false)
+	af.get(af.db.Files[0].Addrs[0])
+	for token, want := range map[string]string{"right": "db1", "other": ""} {
+		code, body := af.do("GET", api.DBsPath, token, nil)
+		var dbs []api.DBSummary
+		if code != 200 || json.Unmarshal(body, &dbs) != nil {
+			t.Fatalf("%s: %d %s", token, code, body)
+		}
+		var names []string
+		for _, d := range dbs {
+			names = append(names, d.Name)
+		}
+		if strings.Join(names, ",") != want {
+			t.Errorf("token %s lists %q, want %q", token, names, want)
+		}
+		code, body = af.do("GET", api.CachePath, token, nil)
+		var sum api.CacheSummary
+		if code != 200 || json.Unmarshal(body, &sum) != nil || sum.Databases != len(names) {
+			t.Errorf("token %s: /v1/cache %d %s", token, code, body)
+		}
+	}
+	for token, want := range map[string]int{"": 401, "other": 403, "right": 200} {
+		if code, body := af.do("DELETE", api.DropCachePath("db1"), token, nil); code != want {
+			t.Errorf("DELETE with token %q: %d %s, want %d", token, code, body, want)
+		}
+	}
+	if code, _ := af.do("GET", api.CachePath, "", nil); code != 401 {
+		t.Errorf("/v1/cache without a token: %d", code)
+	}
+}

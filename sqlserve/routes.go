@@ -1,0 +1,134 @@
+package sqlserve
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/auth"
+	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/httpapi"
+)
+
+// Routes are the server's routes on the HTTP API, each reading the
+// database its path names.
+func (s *Server) Routes() []httpapi.Route {
+	return []httpapi.Route{
+		{Pattern: api.PatternOpenSet, Handler: http.HandlerFunc(s.openSet), Need: auth.DBToken, Metric: "http_open_set"},
+		{Pattern: api.PatternVersionImage, Handler: http.HandlerFunc(s.versionImage), Need: auth.DBToken, Metric: "http_version_image"},
+		{Pattern: api.PatternImages, Handler: http.HandlerFunc(s.registerImageRoute), Need: auth.DBToken, Metric: "http_register_image"},
+		{Pattern: api.PatternImage, Handler: http.HandlerFunc(s.getImage), Need: auth.DBToken, Metric: "http_get_image"},
+		{Pattern: api.PatternImageFill, Handler: http.HandlerFunc(s.fillImageRoute), Need: auth.DBToken, Metric: "http_fill_image"},
+	}
+}
+
+// queryRoot reads the root a query names (root=ROOT; none: the zero
+// root), answering a 400 for a bad one.
+func queryRoot(w http.ResponseWriter, q url.Values) (root addr.Addr, ok bool) {
+	if v := q.Get("root"); v != "" {
+		var err error
+		if root, err = addr.Parse(v); err != nil {
+			httpapi.WriteError(w, cache.Errorf(cache.KindBadRequest, err, "bad root"))
+			return addr.Addr{}, false
+		}
+	}
+	return root, true
+}
+
+// versionImage answers a version's page image (api.PatternVersionImage).
+func (s *Server) versionImage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	root, ok := queryRoot(w, q)
+	if !ok {
+		return
+	}
+	vi, err := s.VersionImage(r.Context(), r.PathValue("db"), root, q.Get("fresh") == "1")
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	httpapi.WriteJSON(w, vi)
+}
+
+// openSet answers a version's open set (api.PatternOpenSet).
+func (s *Server) openSet(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	root, ok := queryRoot(w, q)
+	if !ok {
+		return
+	}
+	pages := q.Get("pages")
+	if pages != "" && pages != "0" && pages != "1" {
+		httpapi.WriteError(w, cache.Errorf(cache.KindBadRequest, nil, "bad pages %q: 0 (the root chunk and page map only) or 1 (with page 1 and the interior pages, the default)", pages))
+		return
+	}
+	root, frames, current, err := s.OpenSet(r.Context(), r.PathValue("db"), root, q.Get("fresh") == "1", pages != "0")
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	w.Header().Set(api.HeaderRoot, root.String())
+	if current != nil {
+		api.SetRootFreshness(w.Header(), *current)
+	}
+	w.Header().Set("Content-Type", api.ContentTypeBinary)
+	if err := httpapi.WriteWhole(w, frames); err != nil {
+		s.log.Warn("open set cut short", "db", r.PathValue("db"), "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// registerImageRoute answers an image registration (api.PatternImages).
+func (s *Server) registerImageRoute(w http.ResponseWriter, r *http.Request) {
+	slotSize, addrs, err := api.ReadImageRequest(r.Body)
+	if err != nil {
+		httpapi.WriteError(w, cache.Errorf(cache.KindBadRequest, err, "bad image"))
+		return
+	}
+	info, err := s.RegisterImage(r.Context(), r.PathValue("db"), slotSize, addrs)
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	httpapi.WriteJSON(w, info)
+}
+
+// getImage answers the ImageInfo of a registered image (api.PatternImage).
+func (s *Server) getImage(w http.ResponseWriter, r *http.Request) {
+	info, err := s.Image(r.Context(), r.PathValue("db"), r.PathValue("image"))
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	httpapi.WriteJSON(w, info)
+}
+
+// fillImageRoute answers a fill (api.PatternImageFill) with the slots'
+// bytes as a frame stream.
+func (s *Server) fillImageRoute(w http.ResponseWriter, r *http.Request) {
+	db, name := r.PathValue("db"), r.PathValue("image")
+	n, ok := s.imageSlots(name)
+	if !ok {
+		httpapi.WriteError(w, cache.Errorf(cache.KindUnknownImage, nil, "no image %s (never registered, or evicted: register it again)", name))
+		return
+	}
+	slots, err := api.ReadSlots(r.Body, n)
+	if err != nil {
+		httpapi.WriteError(w, cache.Errorf(cache.KindBadRequest, err, "bad fill"))
+		return
+	}
+	if err := s.c.LoadDB(r.Context(), db); err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	err = httpapi.WriteFrames(w, func(fw *api.FrameWriter, _ func()) error {
+		return s.FillImage(r.Context(), db, name, slots, func(slot uint32, data []byte) error {
+			return fw.WriteFrame(slot, true, api.TierUnspecified, data) // the tier is not the point of a fill
+		})
+	})
+	if err != nil {
+		s.log.Warn("image fill cut short", "db", db, "image", name, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}

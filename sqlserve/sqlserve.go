@@ -1,0 +1,87 @@
+// Package sqlserve is the cache service's side of SQLite databases kept
+// as chunks (package sqlchunks): it answers a version's open set (every
+// chunk a fresh reader needs before its first row, in one answer) and
+// keeps page images, files of a version's pages in order in the cache
+// directory that clients on the service's host read with no request per
+// page (api.PatternImages documents them). It serves them on the HTTP
+// API as routes of its own (Routes), each with its access rule, and reads
+// every chunk through the cache's tiers, so every byte it serves was
+// proven against its address.
+//
+// The files: sqlserve.go (the Server), openset.go (open sets), images.go
+// (the page images on disk), fill.go (registering and filling them),
+// routes.go (their HTTP routes).
+//
+// Lock order: images.mu, image.mu. openSets.mu is taken alone.
+package sqlserve
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/internal/prom"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Server.
+type Config struct {
+	Cache *cache.Cache
+	// CacheDir is the cache's directory (cache.Config.CacheDir): the page
+	// images are kept in its api.CacheImagesDir.
+	CacheDir string
+	// ImageBytes bounds the page images (their slots, filled or not),
+	// evicting the least recently used image whole (default 5 GiB).
+	ImageBytes int64
+	Logger     *slog.Logger
+	Registry   prometheus.Registerer // default: a new registry
+}
+
+// Server serves SQLite versions' open sets and page images over a cache.
+type Server struct {
+	c      *cache.Cache
+	log    *slog.Logger
+	images *images
+	sets   openSets
+
+	ctx    context.Context // canceled by Close: stops background fills
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background fills in flight
+}
+
+// New opens the page images kept in cfg.CacheDir (those a previous run
+// left are found again) and returns the server. Close it before the
+// cache.
+func New(cfg Config) (*Server, error) {
+	if cfg.Cache == nil || cfg.CacheDir == "" {
+		return nil, errors.New("sqlserve: no cache or cache directory")
+	}
+	if cfg.ImageBytes <= 0 {
+		cfg.ImageBytes = 5 << 30
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	gauge := prom.Registry{Registerer: cfg.Registry}.Gauge("chunkd_image_bytes", "Bytes of page images (slots) in the cache directory, filled or not.")
+	is, err := openImages(cfg.CacheDir, cfg.ImageBytes, gauge)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{c: cfg.Cache, log: cfg.Logger, images: is}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Close stops the background fills, waits for them, and closes the
+// images (their files stay for the next start).
+func (s *Server) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	s.images.close()
+	return nil
+}
