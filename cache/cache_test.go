@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -21,79 +19,17 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/faultstore"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/chunkd/chunkd/internal/testio"
 	"github.com/chunkd/chunkd/store"
 	_ "github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// faultStore wraps a store so tests can break it: fail every call, hold
-// whole-object streams at a byte offset until released, or fail them.
-type faultStore struct {
-	store.Store
-	down   atomic.Bool  // every call fails: unreachable
-	deny   atomic.Bool  // every call fails: access denied
-	hang   atomic.Bool  // every call waits for its context to end
-	holdAt atomic.Int64 // >0: Open streams stop after this many bytes, held by gate
-	gate   testio.Gate
-	opens  atomic.Int64
-}
-
-// fault returns the injected failure for a call, if any.
-func (f *faultStore) fault(ctx context.Context) error {
-	switch {
-	case f.down.Load():
-		return store.ErrUnreachable
-	case f.deny.Load():
-		return fmt.Errorf("%w (injected)", store.ErrAccessDenied)
-	case f.hang.Load():
-		<-ctx.Done()
-		return fmt.Errorf("%w: %w", store.ErrUnreachable, ctx.Err())
-	}
-	return nil
-}
-
-func (f *faultStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	if err := f.fault(ctx); err != nil {
-		return 0, err
-	}
-	return f.Store.ReadAt(ctx, key, p, off)
-}
-
-func (f *faultStore) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := f.fault(ctx); err != nil {
-		return nil, err
-	}
-	return f.Store.Get(ctx, key)
-}
-
-func (f *faultStore) Head(ctx context.Context, key string) (store.Info, error) {
-	if err := f.fault(ctx); err != nil {
-		return store.Info{}, err
-	}
-	return f.Store.Head(ctx, key)
-}
-
-func (f *faultStore) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
-	if err := f.fault(ctx); err != nil {
-		return nil, store.Info{}, err
-	}
-	if strings.HasPrefix(path.Base(key), "manifest") {
-		return f.Store.Open(ctx, key)
-	}
-	f.opens.Add(1)
-	rc, info, err := f.Store.Open(ctx, key)
-	if err != nil || f.holdAt.Load() == 0 {
-		return rc, info, err
-	}
-	return f.gate.Hold(ctx, rc, f.holdAt.Load()), info, nil
-}
-
 type fixture struct {
 	t     testing.TB
-	fs    *faultStore
+	fs    *faultstore.Store
 	db    *testdb.DB
 	dir   string
 	cache *Cache
@@ -103,7 +39,7 @@ func newFixture(t testing.TB, o testdb.Options, cfg Config) *fixture {
 	t.Helper()
 	s := testdb.NewStore(t)
 	db := testdb.MustMake(t, s, "db1", o)
-	f := &fixture{t: t, fs: &faultStore{Store: s}, db: db, dir: t.TempDir()}
+	f := &fixture{t: t, fs: &faultstore.Store{Store: s}, db: db, dir: t.TempDir()}
 	f.open(cfg)
 	return f
 }
@@ -207,7 +143,7 @@ func TestSingleFlight(t *testing.T) {
 	if s := f.counter("started"); s != 1 {
 		t.Fatalf("100 concurrent misses started %v downloads", s)
 	}
-	if n := f.fs.opens.Load(); n != 1 {
+	if n := f.fs.Opens.Load(); n != 1 {
 		t.Fatalf("store streamed the file %d times", n)
 	}
 }
@@ -216,7 +152,7 @@ func TestReadsDuringDownload(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
 	file := f.db.Files[0]
 	half := file.Size / 2
-	f.fs.holdAt.Store(half)
+	f.fs.HoldAt.Store(half)
 	first := f.get(file.Addrs[0]) // starts the download
 	if first.Tier != api.TierStore {
 		t.Fatalf("first read tier %v", first.Tier)
@@ -252,7 +188,7 @@ func TestReadsDuringDownload(t *testing.T) {
 	if partial == 0 || store == 0 {
 		t.Fatalf("partial %d store %d", partial, store)
 	}
-	f.fs.gate.Open()
+	f.fs.Gate.Open()
 	f.waitDownloads(1)
 	if r := f.get(file.Addrs[99]); r.Tier != api.TierDisk {
 		t.Fatalf("after download: %v", r.Tier)
@@ -265,13 +201,13 @@ func TestWaitCached(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, Config{})
 	ctx := context.Background()
 	first, second := f.db.Files[0], f.db.Files[1]
-	f.fs.holdAt.Store(100)
+	f.fs.HoldAt.Store(100)
 	f.get(first.Addrs[0]) // starts the first file's download, held after 100 bytes
 	err := f.cache.WaitCached(ctx, "db1", 50*time.Millisecond, nil)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), first.Name) || !strings.Contains(err.Error(), second.Name) {
 		t.Fatalf("waiting for a held download: %v", err)
 	}
-	f.fs.gate.Open()
+	f.fs.Gate.Open()
 	isFirst := func(ti api.TableInfo) bool { return ti.Name == first.Name }
 	if err := f.cache.WaitCached(ctx, "db1", time.Minute, isFirst); err != nil {
 		t.Fatalf("waiting for the first file: %v", err)
@@ -288,10 +224,10 @@ func TestWaitCached(t *testing.T) {
 func TestFailedDownloadServesNothingPartial(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
 	file := f.db.Files[0]
-	f.fs.holdAt.Store(file.Size / 2)
-	f.fs.gate.FailOnOpen()
+	f.fs.HoldAt.Store(file.Size / 2)
+	f.fs.Gate.FailOnOpen()
 	f.get(file.Addrs[0])
-	f.fs.gate.Open()
+	f.fs.Gate.Open()
 	f.waitDownloads(1)
 	if f.counter("failed") != 1 {
 		t.Fatal("download did not fail")
@@ -313,7 +249,7 @@ func TestFailedDownloadServesNothingPartial(t *testing.T) {
 // too: 2 s, so a loaded machine does not time them out.
 func TestStalledDownloadIsAbandoned(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 30}, Config{MemBytes: 1, StoreTimeout: 2 * time.Second})
-	f.fs.holdAt.Store(100) // never released
+	f.fs.HoldAt.Store(100) // never released
 	f.get(f.db.Files[0].Addrs[0])
 	f.waitDownloads(1)
 	if f.counter("failed") != 1 || f.cache.disk.fileCount() != 0 {
@@ -342,7 +278,7 @@ func TestRestartKeepsCache(t *testing.T) {
 	if _, err := f.cache.DBInfo(context.Background(), "db1"); err != nil {
 		t.Fatal(err)
 	}
-	f.fs.down.Store(true) // the store is gone: everything must come from disk
+	f.fs.Down.Store(true) // the store is gone: everything must come from disk
 	for _, file := range f.db.Files {
 		for _, a := range file.Addrs {
 			if r := f.get(a); r.Tier != api.TierDisk {
@@ -362,7 +298,7 @@ func TestRestartWithStoreDown(t *testing.T) {
 	f.get(onDisk.Addrs[0])
 	f.waitDownloads(1)
 	f.cache.Close()
-	f.fs.down.Store(true)
+	f.fs.Down.Store(true)
 	f.open(Config{MemBytes: 1})
 	for _, a := range onDisk.Addrs {
 		if r := f.get(a); r.Tier != api.TierDisk {
@@ -381,7 +317,7 @@ func TestRestartWithStoreDown(t *testing.T) {
 	if _, err := f.cache.HasChunks(context.Background(), "db1", []addr.Addr{elsewhere.Addrs[0]}); !errors.Is(err, ErrStoreUnreachable) {
 		t.Fatalf("HasChunks of a chunk not on disk, store down: %v", err)
 	}
-	f.fs.down.Store(false)
+	f.fs.Down.Store(false)
 	if r := f.get(elsewhere.Addrs[1]); r.Tier != api.TierStore {
 		t.Fatalf("store back: %v", r.Tier)
 	}
@@ -391,7 +327,7 @@ func TestRestartWithStoreDown(t *testing.T) {
 
 	// Without a saved state (a database never loaded), the store is needed.
 	f.cache.Close()
-	f.fs.down.Store(true)
+	f.fs.Down.Store(true)
 	if err := os.RemoveAll(filepath.Join(f.dir, api.CacheDBsDir)); err != nil {
 		t.Fatal(err)
 	}
@@ -450,8 +386,8 @@ func TestBrokenFileDoesNotHideOthers(t *testing.T) {
 	f.open(Config{MemBytes: 1, ManifestTTL: 20 * time.Millisecond})
 	f.get(good.Addrs[1])
 	_, err = f.cache.GetChunk(ctx, "db1", bad.Addrs[2])
-	if err == nil || statusOf(err) == http.StatusNotFound {
-		t.Fatalf("chunk of a file missing from the store: %v (status %d)", err, statusOf(err))
+	if k := KindOf(err); err == nil || k != KindUnknownChunk { // never a kind that reads as "absent"
+		t.Fatalf("chunk of a file missing from the store: %v (kind %v)", err, k)
 	}
 }
 
@@ -678,7 +614,7 @@ func TestStoreUnreachable(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, Config{MemBytes: 1})
 	f.get(f.db.Files[0].Addrs[0])
 	f.waitDownloads(1)
-	f.fs.down.Store(true)
+	f.fs.Down.Store(true)
 	if r := f.get(f.db.Files[0].Addrs[5]); r.Tier != api.TierDisk {
 		t.Fatalf("cached file: %v", r.Tier)
 	}
@@ -707,12 +643,12 @@ func TestBadInput(t *testing.T) {
 		if err == nil {
 			t.Fatalf("database %q accepted", db)
 		}
-		want := 400
+		want := KindBadRequest
 		if db == "nope" {
-			want = 404
+			want = KindUnknownDB
 		}
-		if got := statusOf(err); got != want {
-			t.Fatalf("database %q: status %d (%v), want %d", db, got, err, want)
+		if got := KindOf(err); got != want {
+			t.Fatalf("database %q: kind %v (%v), want %v", db, got, err, want)
 		}
 	}
 }
@@ -983,7 +919,7 @@ func TestRoot(t *testing.T) {
 		t.Fatalf("fresh Root after a new version: %+v, %v; want %s", info, err, next.Root)
 	}
 	// The store goes away: the last root, stale.
-	f.fs.down.Store(true)
+	f.fs.Down.Store(true)
 	if info, err := c.Root(ctx, "db1", true); err != nil || !info.Stale || info.Root != next.Root.String() {
 		t.Fatalf("fresh Root with the store down: %+v, %v", info, err)
 	}

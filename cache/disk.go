@@ -282,6 +282,21 @@ func (d *disk) evictOne() (int64, bool) {
 	return before - d.used, true
 }
 
+// inUse counts the files readers hold.
+func (d *disk) inUse() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, cf := range d.files {
+		cf.mu.Lock()
+		if cf.refs > 0 {
+			n++
+		}
+		cf.mu.Unlock()
+	}
+	return n
+}
+
 // evictOneLocked removes the least recently used unpinned file.
 func (d *disk) evictOneLocked() bool {
 	var victim *cachedFile

@@ -16,6 +16,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
+	"github.com/chunkd/chunkd/internal/faultstore"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -30,7 +31,7 @@ import (
 // "cls" (classic files), the same data.
 type doltService struct {
 	t      *testing.T
-	fs     *faultStore
+	fs     *faultstore.Store
 	dir    string
 	cache  *Cache
 	chunks map[string]map[addr.Addr]int // db -> address -> length
@@ -40,7 +41,7 @@ func newDoltService(t *testing.T, cfg Config) *doltService {
 	t.Helper()
 	ctx := context.Background()
 	s := testdb.NewStore(t)
-	ds := &doltService{t: t, fs: &faultStore{Store: s}, dir: t.TempDir(), chunks: map[string]map[addr.Addr]int{}}
+	ds := &doltService{t: t, fs: &faultstore.Store{Store: s}, dir: t.TempDir(), chunks: map[string]map[addr.Addr]int{}}
 	for db, src := range map[string]string{"arc": "remote-archive", "cls": "remote-classic"} {
 		dir := doltfixtures.Path(src)
 		ents, err := os.ReadDir(dir)
@@ -308,7 +309,7 @@ func TestDeniedStoreServesDisk(t *testing.T) {
 	ds := newDoltService(t, Config{})
 	ds.readAll("cls")
 	ds.waitCached("cls")
-	ds.fs.deny.Store(true)
+	ds.fs.Deny.Store(true)
 	ds.restart(Config{})
 	if errs := ds.readAll("cls"); errs != 0 {
 		t.Fatalf("%d reads failed with the store denying access and every file on disk", errs)
@@ -330,7 +331,7 @@ func TestDeniedStoreServesDisk(t *testing.T) {
 	if KindOf(err) != KindStoreDenied {
 		t.Fatalf("uncached database, store denying: %v", err)
 	}
-	ds.fs.deny.Store(false)
+	ds.fs.Deny.Store(false)
 	if errs := ds.readAll("arc"); errs != 0 {
 		t.Fatal("errors once the store allows access again")
 	}
@@ -347,7 +348,7 @@ func TestBlackHoledStoreRestart(t *testing.T) {
 	ds := newDoltService(t, Config{})
 	ds.readAll("cls")
 	ds.waitCached("cls")
-	ds.fs.hang.Store(true)
+	ds.fs.Hang.Store(true)
 	const storeTimeout = 10 * time.Minute
 	ds.restart(Config{StoreTimeout: storeTimeout})
 	var a addr.Addr
@@ -373,7 +374,7 @@ func TestBlackHoledStoreRestart(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("first read after restart still waiting after a minute (store timeout %v): it waited on the store", storeTimeout)
 	}
-	ds.fs.hang.Store(false)
+	ds.fs.Hang.Store(false)
 }
 
 // TestCacheDirLocked: a second service on the same cache directory fails
@@ -459,7 +460,7 @@ func TestFailpoints(t *testing.T) {
 func TestPartialReaderOutlivesCommit(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
 	file := f.db.Files[0]
-	f.fs.holdAt.Store(file.Size / 2)
+	f.fs.HoldAt.Store(file.Size / 2)
 	f.get(file.Addrs[0])
 	tab := f.cache.dbs["db1"].tables[0]
 	var dl *download
@@ -474,7 +475,7 @@ func TestPartialReaderOutlivesCommit(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		dl = tab.acquireDownload()
 	}
-	f.fs.gate.Open()
+	f.fs.Gate.Open()
 	f.waitDownloads(1)
 	if _, ok := f.cache.disk.evictOne(); !ok {
 		t.Fatal("the committed file could not be evicted")

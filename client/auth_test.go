@@ -12,10 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/testcerts"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/chunkd/chunkd/server"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -51,7 +50,7 @@ func TestServiceTLSAndToken(t *testing.T) {
 	f := testcerts.Make(t)
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
-	cache := newCache(t, s, server.ReadThrough)
+	svc := newCache(t, s, cache.ReadThrough)
 	var withToken, without atomic.Int64
 	count := func(got string) bool {
 		if got == "Bearer s3cret" {
@@ -62,7 +61,7 @@ func TestServiceTLSAndToken(t *testing.T) {
 		return false
 	}
 
-	api := server.NewHandler(cache, prometheus.NewRegistry())
+	api := apiHandler(svc)
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !count(r.Header.Get("Authorization")) {
 			http.Error(w, "no token", http.StatusUnauthorized)
@@ -81,7 +80,7 @@ func TestServiceTLSAndToken(t *testing.T) {
 		}
 		return nil
 	}
-	gs := server.NewGRPC(cache, grpc.Creds(credentials.NewTLS(serverTLS(t, f, true))),
+	gs := grpcServer(svc, grpc.Creds(credentials.NewTLS(serverTLS(t, f, true))),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := check(ctx); err != nil {
 				return nil, err

@@ -20,14 +20,15 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/grpcapi"
+	"github.com/chunkd/chunkd/httpapi"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/internal/testnet"
 	"github.com/chunkd/chunkd/manifest"
-	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 )
 
@@ -61,14 +62,22 @@ func open(t testing.TB, o Options) *Client {
 }
 
 // newCache starts an in-process cache service over s.
-func newCache(t testing.TB, s store.Store, miss server.MissPolicy) *server.Cache {
+func newCache(t testing.TB, s store.Store, miss cache.MissPolicy) *cache.Cache {
 	t.Helper()
-	cache, err := server.New(server.Config{Store: s, CacheDir: t.TempDir(), NoFsync: true, Miss: miss, Logger: quiet()})
+	c, err := cache.New(cache.Config{Store: s, CacheDir: t.TempDir(), NoFsync: true, Miss: miss, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cache.Close() })
-	return cache
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// apiHandler is the HTTP API of c.
+func apiHandler(c *cache.Cache) http.Handler { return httpapi.New(httpapi.Config{Cache: c}) }
+
+// grpcServer is a gRPC server of c's chunk service, with opts.
+func grpcServer(c *cache.Cache, opts ...grpc.ServerOption) *grpc.Server {
+	return grpcapi.New(grpcapi.Config{Options: opts}, grpcapi.ChunkCache(c, 0))
 }
 
 // serveHTTP serves h on a loopback port and returns its URL.
@@ -79,8 +88,8 @@ func serveHTTP(t testing.TB, h http.Handler) *httptest.Server {
 	return srv
 }
 
-func startHTTP(t testing.TB, s store.Store, miss server.MissPolicy) *httptest.Server {
-	return serveHTTP(t, server.NewHandler(newCache(t, s, miss), prometheus.NewRegistry()))
+func startHTTP(t testing.TB, s store.Store, miss cache.MissPolicy) *httptest.Server {
+	return serveHTTP(t, apiHandler(newCache(t, s, miss)))
 }
 
 // serveGRPC serves gs on a loopback port and returns its grpc:// URL.
@@ -192,14 +201,14 @@ func TestStoreRootDatabase(t *testing.T) {
 func TestHTTPService(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
-	srv := startHTTP(t, s, server.ReadThrough)
+	srv := startHTTP(t, s, cache.ReadThrough)
 	testService(t, s, db, srv.URL)
 }
 
 func TestGRPCService(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
-	url := serveGRPC(t, server.NewGRPC(newCache(t, s, server.ReadThrough)))
+	url := serveGRPC(t, grpcServer(newCache(t, s, cache.ReadThrough)))
 	testService(t, s, db, url)
 }
 
@@ -244,7 +253,7 @@ func TestServiceMissNotFound(t *testing.T) {
 	// has not downloaded yet: the client reads those from the store.
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 20})
-	srv := startHTTP(t, s, server.NotFound)
+	srv := startHTTP(t, s, cache.NotFound)
 	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, MemBytes: -1})
 	all := db.All()
 	getAll(t, c, db, all[:5])
@@ -257,7 +266,7 @@ func TestServiceMissNotFound(t *testing.T) {
 		t.Fatalf("not-found answers are no service failures: %v", st)
 	}
 
-	gsURL := serveGRPC(t, server.NewGRPC(newCache(t, s, server.NotFound)))
+	gsURL := serveGRPC(t, grpcServer(newCache(t, s, cache.NotFound)))
 	cg := open(t, Options{Store: s, DB: "db1", Service: gsURL, MemBytes: -1})
 	getAll(t, cg, db, all[:3])
 	getMany(t, cg, db, all)
@@ -272,8 +281,8 @@ func TestServiceUnknownDatabase(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Chunks: 20})
 	other := newStore(t)
-	srv := startHTTP(t, other, server.ReadThrough)
-	gsURL := serveGRPC(t, server.NewGRPC(newCache(t, other, server.ReadThrough)))
+	srv := startHTTP(t, other, cache.ReadThrough)
+	gsURL := serveGRPC(t, grpcServer(newCache(t, other, cache.ReadThrough)))
 	for _, url := range []string{srv.URL, gsURL} {
 		// No hedging: this counts the service's answers, which a loaded
 		// machine can make slower than the hedge delay.
@@ -293,14 +302,14 @@ func TestServiceStopped(t *testing.T) {
 	half := len(all) / 2
 
 	t.Run("http", func(t *testing.T) {
-		srv := startHTTP(t, s, server.ReadThrough)
+		srv := startHTTP(t, s, cache.ReadThrough)
 		c := openSteady(t, Options{Store: s, DB: "db1", Service: srv.URL})
 		getAll(t, c, db, all[:half])
 		srv.Close()
 		checkStopped(t, c, db, all, half)
 	})
 	t.Run("grpc", func(t *testing.T) {
-		gs := server.NewGRPC(newCache(t, s, server.ReadThrough))
+		gs := grpcServer(newCache(t, s, cache.ReadThrough))
 		url := serveGRPC(t, gs)
 		c := openSteady(t, Options{Store: s, DB: "db1", Service: url})
 		getAll(t, c, db, all[:half])
@@ -405,7 +414,7 @@ func TestServiceRecovers(t *testing.T) {
 	all := db.All()
 	var down sync.Mutex
 	isDown := true
-	h := server.NewHandler(newCache(t, s, server.ReadThrough), prometheus.NewRegistry())
+	h := apiHandler(newCache(t, s, cache.ReadThrough))
 	srv := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		down.Lock()
 		d := isDown
@@ -482,7 +491,7 @@ func TestHedgeServiceWins(t *testing.T) {
 	// the service answers each request only once the client has hedged it.
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Chunks: 10})
-	h := server.NewHandler(newCache(t, s, server.ReadThrough), prometheus.NewRegistry())
+	h := apiHandler(newCache(t, s, cache.ReadThrough))
 	var client atomic.Pointer[Client]
 	var requests atomic.Int64
 	srv := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -632,7 +641,7 @@ func TestCorruptRecordInStore(t *testing.T) {
 	e := entryOf(t, s, file.Key, bad)
 	rewrite(t, s, file.Key, func(b []byte) { b[e.Offset+e.Offset%7+1] ^= 0x40 }) // inside the record: CRC fails
 
-	srv := startHTTP(t, s, server.ReadThrough)
+	srv := startHTTP(t, s, cache.ReadThrough)
 	for _, svc := range []string{"", srv.URL} {
 		c := open(t, Options{Store: s, DB: "db1", Service: svc})
 		data, err := c.Get(context.Background(), bad)
@@ -766,7 +775,7 @@ func TestGetManyDuplicatesAndMissing(t *testing.T) {
 	f := db.Files
 	miss1, miss2 := addr.Of([]byte("missing 1")), addr.Of([]byte("missing 2"))
 	as := []addr.Addr{f[0].Addrs[1], f[1].Addrs[2], miss1, f[2].Addrs[3], f[0].Addrs[1], miss2, f[1].Addrs[2], miss1}
-	srv := startHTTP(t, s, server.ReadThrough)
+	srv := startHTTP(t, s, cache.ReadThrough)
 	for _, svc := range []string{"", srv.URL} {
 		c := open(t, Options{Store: s, DB: "db1", Service: svc})
 		for pass := 0; pass < 2; pass++ { // the second pass from memory
@@ -825,7 +834,7 @@ func equalInts(a, b []int) bool {
 func TestGetNotFound(t *testing.T) {
 	s := newStore(t)
 	makeDB(t, s, "db1", testdb.Options{Chunks: 5})
-	srv := startHTTP(t, s, server.ReadThrough)
+	srv := startHTTP(t, s, cache.ReadThrough)
 	missing := addr.Of([]byte("nope"))
 	for _, svc := range []string{"", srv.URL} {
 		c := open(t, Options{Store: s, DB: "db1", Service: svc})
@@ -842,8 +851,8 @@ func TestGetNotFound(t *testing.T) {
 func TestLargeBatchIsSplit(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Chunks: api.MaxBatch + 100, ChunkSize: 64})
-	srv := startHTTP(t, s, server.ReadThrough)
-	gsURL := serveGRPC(t, server.NewGRPC(newCache(t, s, server.ReadThrough)))
+	srv := startHTTP(t, s, cache.ReadThrough)
+	gsURL := serveGRPC(t, grpcServer(newCache(t, s, cache.ReadThrough)))
 	for _, url := range []string{srv.URL, gsURL} {
 		c := open(t, Options{Store: s, DB: "db1", Service: url, MemBytes: -1, ServiceTimeout: -1})
 		getMany(t, c, db, db.All())
@@ -976,7 +985,7 @@ func (h *hangingStore) ReadAt(ctx context.Context, key string, p []byte, off int
 func TestConcurrentReaders(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 3, Chunks: 30})
-	srv := startHTTP(t, s, server.ReadThrough)
+	srv := startHTTP(t, s, cache.ReadThrough)
 	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, MemBytes: 64 << 10})
 	all := db.All()
 	var wg sync.WaitGroup
@@ -1072,7 +1081,7 @@ func TestDoltRemotes(t *testing.T) {
 	if _, err := s.Head(context.Background(), "archive/manifest"); err != nil {
 		return
 	}
-	srv := startHTTP(t, s, server.ReadThrough)
+	srv := startHTTP(t, s, cache.ReadThrough)
 	chunks := fixtureChunks(t, filepath.Join(fixtureDir, "remote-archive"))
 	var as []addr.Addr
 	for a := range chunks {
@@ -1151,18 +1160,18 @@ func serviceWithCopy(t *testing.T) (s store.Store, db *testdb.DB, dir, url strin
 	s = newStore(t)
 	db = makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
 	dir = t.TempDir()
-	cache, err := server.New(server.Config{Store: s, CacheDir: dir, NoFsync: true, Logger: quiet()})
+	cc, err := cache.New(cache.Config{Store: s, CacheDir: dir, NoFsync: true, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cache.Close() })
-	srv := serveHTTP(t, server.NewHandler(cache, prometheus.NewRegistry()))
+	t.Cleanup(func() { cc.Close() })
+	srv := serveHTTP(t, apiHandler(cc))
 	first := db.Files[0]
-	if _, err := cache.GetChunk(context.Background(), "db1", first.Addrs[0]); err != nil {
+	if _, err := cc.GetChunk(context.Background(), "db1", first.Addrs[0]); err != nil {
 		t.Fatal(err)
 	}
 	isFirst := func(ti api.TableInfo) bool { return ti.Name == first.Name }
-	if err := cache.WaitCached(context.Background(), "db1", time.Minute, isFirst); err != nil {
+	if err := cc.WaitCached(context.Background(), "db1", time.Minute, isFirst); err != nil {
 		t.Fatal(err)
 	}
 	return s, db, dir, srv.URL

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/internal/testnet"
-	"github.com/chunkd/chunkd/server"
 )
 
 // TestServiceOnly: without a store the service is the only tier: the
@@ -18,9 +18,9 @@ import (
 func TestServiceOnly(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
-	srv := startHTTP(t, s, server.ReadThrough)
+	srv := startHTTP(t, s, cache.ReadThrough)
 	t.Run("http", func(t *testing.T) { testServiceOnly(t, db, srv.URL, "http://") })
-	gsURL := serveGRPC(t, server.NewGRPC(newCache(t, s, server.ReadThrough)))
+	gsURL := serveGRPC(t, grpcServer(newCache(t, s, cache.ReadThrough)))
 	t.Run("grpc", func(t *testing.T) { testServiceOnly(t, db, gsURL, "grpc://") })
 	// A same-host directory without a store: its table files are found
 	// through the manifest, so only the service's page images are used;
@@ -81,7 +81,7 @@ func testServiceOnly(t *testing.T, db *testdb.DB, url, scheme string) {
 func TestOpenThroughService(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 30})
-	srv := startHTTP(t, s, server.ReadThrough)
+	srv := startHTTP(t, s, cache.ReadThrough)
 	ctx := context.Background()
 	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, ServiceTimeout: -1})
 	root, err := c.Root(ctx)

@@ -154,7 +154,9 @@ func newRemote(t *testing.T, dbs map[string]string, cfg cache.Config) *remote {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(doltremote.PathPrefix, r.svc.Handler())
+	for _, rt := range r.svc.Routes() {
+		mux.Handle(rt.Pattern, rt.Handler)
+	}
 	hs := &http.Server{Handler: mux}
 	go hs.Serve(hl)
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -162,7 +164,8 @@ func newRemote(t *testing.T, dbs map[string]string, cfg cache.Config) *remote {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer(doltremote.ServerOptions()...)
-	r.svc.Register(gs)
+	d := r.svc.GRPC()
+	gs.RegisterService(d.Desc, d.Impl)
 	go gs.Serve(gl)
 	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -5,48 +5,24 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"testing"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
-// grpcFixture serves a fixture's cache over gRPC on loopback.
-func grpcFixture(t *testing.T, f *fixture) *grpc.ClientConn {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewGRPC(f.cache)
-	go s.Serve(lis)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(api.MaxGRPCMessage), grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		s.Stop()
-	})
-	return conn
-}
-
 func TestGRPC(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, Config{})
-	conn := grpcFixture(t, f)
+	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, cache.Config{})
+	conn := grpcFixture(t, f, 0)
 	cc := chunkpb.NewChunkCacheClient(conn)
 	ctx := context.Background()
-	file := f.db.Files[0]
+	file := f.DB.Files[0]
 
 	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: chunkpb.ChunkCache_ServiceDesc.ServiceName})
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
@@ -54,7 +30,7 @@ func TestGRPC(t *testing.T) {
 	}
 
 	r, err := cc.GetChunk(ctx, &chunkpb.GetChunkRequest{Db: "db1", Address: file.Addrs[3][:]})
-	if err != nil || !r.Found || !bytes.Equal(r.Contents, f.db.Chunks[file.Addrs[3]]) {
+	if err != nil || !r.Found || !bytes.Equal(r.Contents, f.DB.Chunks[file.Addrs[3]]) {
 		t.Fatalf("GetChunk: found %v, err %v", r.GetFound(), err)
 	}
 	absent := addr.Of([]byte("absent"))
@@ -78,7 +54,7 @@ func TestGRPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !rep.Found || !bytes.Equal(rep.Contents, f.db.Chunks[file.Addrs[rep.Index]]) {
+		if !rep.Found || !bytes.Equal(rep.Contents, f.DB.Chunks[file.Addrs[rep.Index]]) {
 			t.Fatalf("GetChunks reply %d wrong", rep.Index)
 		}
 		seen++
@@ -92,11 +68,11 @@ func TestGRPC(t *testing.T) {
 	}
 
 	// Bad input: each a status with a message that names the problem.
-	tooMany := make([][]byte, MaxBatch+1)
+	tooMany := make([][]byte, api.MaxBatch+1)
 	for i := range tooMany {
 		tooMany[i] = file.Addrs[0][:]
 	}
-	huge := make([][]byte, 20*MaxBatch) // well past the request size limit
+	huge := make([][]byte, 20*api.MaxBatch) // well past the request size limit
 	for i := range huge {
 		huge[i] = file.Addrs[0][:]
 	}
@@ -144,18 +120,18 @@ func TestGRPC(t *testing.T) {
 	// Both are counted as too large: the batch over the limit (the
 	// handler's, by the kinds table) and the request refused for its size,
 	// which never reached a handler.
-	if n := testutil.ToFloat64(f.cache.metrics.rejected.WithLabelValues("grpc_has_chunks", "too large")); n != 2 {
+	if n := f.Rejected("grpc_has_chunks", "too large"); n != 2 {
 		t.Errorf("rejected oversized requests = %v, want 2", n)
 	}
-	if n := testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("grpc_has_chunks", "ResourceExhausted")); n != 2 {
+	if n := f.Requests("grpc_has_chunks", "ResourceExhausted"); n != 2 {
 		t.Errorf("requests counted with ResourceExhausted = %v, want 2", n)
 	}
 
 	// The store is gone: a chunk of the file never read (not on disk) is
 	// Unavailable; one on disk is still served.
-	f.waitDownloads(1)
-	f.fs.down.Store(true)
-	_, err = cc.GetChunk(ctx, &chunkpb.GetChunkRequest{Db: "db1", Address: f.db.Files[1].Addrs[0][:]})
+	f.WaitCached(f.DB.Files[0])
+	f.Store.Down.Store(true)
+	_, err = cc.GetChunk(ctx, &chunkpb.GetChunkRequest{Db: "db1", Address: f.DB.Files[1].Addrs[0][:]})
 	if status.Code(err) != codes.Unavailable || !bytes.Contains([]byte(err.Error()), []byte("unreachable")) {
 		t.Errorf("store down: %v, want Unavailable saying unreachable", err)
 	}

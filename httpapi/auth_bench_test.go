@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,15 +12,14 @@ import (
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/auth"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkAuthHTTP measures what the token check adds to a GET of one
 // chunk from memory, in process (no network): open is the handler alone,
-// tokens-N the same behind Auth with N tokens in the file.
+// tokens-N the same behind the guard with N tokens in the file.
 func BenchmarkAuthHTTP(b *testing.B) {
 	s := newBenchService(b, 64<<20)
-	h := NewHandler(s.cache, prometheus.NewRegistry())
+	h := New(Config{Cache: s.cache})
 	path := api.ChunkPath("bench", s.db.Files[0].Addrs[7])
 	run := func(b *testing.B, handler http.Handler, token string) {
 		req := httptest.NewRequest("GET", path, nil)
@@ -52,8 +50,8 @@ func BenchmarkAuthHTTP(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a := &Auth{Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-			run(b, a.HTTP(h), "the-right-token-0123456789abcdef")
+			g := &auth.Guard{Tokens: tokens, Logger: slog.New(slog.DiscardHandler)}
+			run(b, New(Config{Cache: s.cache, Guard: g}), "the-right-token-0123456789abcdef")
 		})
 	}
 }

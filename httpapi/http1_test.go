@@ -19,10 +19,11 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/auth"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/spin"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // http1Pair serves one handler twice: by a plain net/http server and by
@@ -34,7 +35,7 @@ type http1Pair struct {
 	handed      atomic.Int64
 }
 
-func newHTTP1Pair(t *testing.T, h http.Handler, fast func(*http.Request) bool, opts ...func(*http.Server)) *http1Pair {
+func newHTTP1Pair(t *testing.T, h http.Handler, fast func(http.ResponseWriter, *http.Request) bool, opts ...func(*http.Server)) *http1Pair {
 	t.Helper()
 	p := &http1Pair{}
 	listen := func() net.Listener {
@@ -156,13 +157,12 @@ func (p *http1Pair) sameAnswers(t *testing.T, name, raw string, n int, ignore ..
 // same, and that HTTP1 answered the reads of one chunk itself and handed
 // every other request over.
 func TestHTTP1AnswersAsNetHTTP(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{Registry: reg, MemBytes: 64 << 20})
-	router := NewHandler(f.cache, reg)
-	p := newHTTP1Pair(t, router, ChunkReads(router))
-	a := f.db.Files[0].Addrs[0]
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, cache.Config{MemBytes: 64 << 20})
+	router := newAPI(f)
+	p := newHTTP1Pair(t, router, router.ServeFast)
+	a := f.DB.Files[0].Addrs[0]
 	chunk := api.ChunkPath("db1", a)
-	f.get(a) // read through, then from memory for both servers
+	f.Get(a) // read through, then from memory for both servers
 	get := func(path, headers string) string {
 		return "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n"
 	}
@@ -198,9 +198,9 @@ func TestHTTP1AnswersAsNetHTTP(t *testing.T) {
 			t.Errorf("%s: handed over %v, want %v", c.name, handed, !c.fast)
 		}
 	}
-	before := testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("http_get_chunk", "200"))
+	before := f.Requests("http_get_chunk", "200")
 	got := exchange(t, p.fast, get(chunk, ""), 1)[0]
-	if got.status != 200 || got.body != string(f.db.Chunks[a]) || got.header.Get(api.HeaderTier) == "" || got.header.Get("Content-Type") != api.ContentTypeBinary {
+	if got.status != 200 || got.body != string(f.DB.Chunks[a]) || got.header.Get(api.HeaderTier) == "" || got.header.Get("Content-Type") != api.ContentTypeBinary {
 		t.Errorf("a chunk: %v", got)
 	}
 	// The fast path's requests count in the route's metrics as any other.
@@ -208,7 +208,7 @@ func TestHTTP1AnswersAsNetHTTP(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	n := 0.0
 	for ; n != 1 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		n = testutil.ToFloat64(f.cache.metrics.requests.WithLabelValues("http_get_chunk", "200")) - before
+		n = f.Requests("http_get_chunk", "200") - before
 	}
 	if n != 1 {
 		t.Errorf("a chunk read on the fast path counted %v times, want once", n)
@@ -219,18 +219,17 @@ func TestHTTP1AnswersAsNetHTTP(t *testing.T) {
 // answered in order across a hand-over, and a head that trickles in is
 // read whole.
 func TestHTTP1Connection(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{Registry: reg, MemBytes: 64 << 20})
-	router := NewHandler(f.cache, reg)
-	p := newHTTP1Pair(t, router, ChunkReads(router))
-	as := f.db.Files[0].Addrs
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, cache.Config{MemBytes: 64 << 20})
+	router := newAPI(f)
+	p := newHTTP1Pair(t, router, router.ServeFast)
+	as := f.DB.Files[0].Addrs
 	get := func(a addr.Addr) string { return "GET " + api.ChunkPath("db1", a) + " HTTP/1.1\r\nHost: x\r\n\r\n" }
 	for _, a := range as[:4] {
-		f.get(a) // then from memory for both servers: a batch's answer names its tiers
+		f.Get(a) // then from memory for both servers: a batch's answer names its tiers
 	}
 	raw := get(as[0]) + get(as[1]) + fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n%s", api.ChunksPath("db1"), as[2][:]) + get(as[3])
 	got := p.sameAnswers(t, "pipelined", raw, 4, api.HeaderTier)
-	if len(got) != 4 || got[0].body != string(f.db.Chunks[as[0]]) || got[1].body != string(f.db.Chunks[as[1]]) || got[3].body != string(f.db.Chunks[as[3]]) {
+	if len(got) != 4 || got[0].body != string(f.DB.Chunks[as[0]]) || got[1].body != string(f.DB.Chunks[as[1]]) || got[3].body != string(f.DB.Chunks[as[3]]) {
 		t.Errorf("pipelined: %v", got)
 	}
 
@@ -253,7 +252,7 @@ func TestHTTP1Connection(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || !bytes.Equal(body, f.db.Chunks[a]) {
+		if resp.StatusCode != 200 || !bytes.Equal(body, f.DB.Chunks[a]) {
 			t.Errorf("trickled: %d, %d bytes", resp.StatusCode, len(body))
 		}
 	}
@@ -303,7 +302,7 @@ func TestHTTP1Writer(t *testing.T) {
 	var logged bytes.Buffer
 	var mu sync.Mutex
 	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) { panic("on purpose") })
-	p := newHTTP1Pair(t, mux, func(*http.Request) bool { return true })
+	p := newHTTP1Pair(t, mux, always(mux))
 	p.h1.Server.ErrorLog = log.New(writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logged.Write(b) }), "", 0)
 	for _, path := range []string{"/declared", "/parts", "/empty", "/late-length", "/nocontent", "/short", "/long", "/header", "/panic", "/nothing"} {
 		raw := "GET " + path + " HTTP/1.1\r\nHost: h:1\r\nX-In: in\r\n\r\n"
@@ -335,7 +334,7 @@ func TestHTTP1Shutdown(t *testing.T) {
 		io.WriteString(w, "done")
 	})
 	mux.HandleFunc("GET /quick", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "quick") })
-	p := newHTTP1Pair(t, mux, func(*http.Request) bool { return true })
+	p := newHTTP1Pair(t, mux, always(mux))
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", p.fast)
 		if err != nil {
@@ -379,7 +378,7 @@ func TestHTTP1Shutdown(t *testing.T) {
 // after the header timeout, as net/http does, not the idle timeout.
 func TestHTTP1FirstRequestTimeout(t *testing.T) {
 	mux := http.NewServeMux()
-	p := newHTTP1Pair(t, mux, func(*http.Request) bool { return true }, func(s *http.Server) {
+	p := newHTTP1Pair(t, mux, always(mux), func(s *http.Server) {
 		s.ReadHeaderTimeout = 100 * time.Millisecond
 		s.IdleTimeout = time.Hour
 	})
@@ -422,18 +421,17 @@ func (c *countedConn) Write(b []byte) (int, error) {
 // (a client's pipelined batch) go out in one write, not one each; an
 // answer whose next request is not in yet goes out at once.
 func TestHTTP1PipelinedTogether(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{Registry: reg, MemBytes: 64 << 20})
-	router := NewHandler(f.cache, reg)
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, cache.Config{MemBytes: 64 << 20})
+	router := newAPI(f)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	wc := &writeCounter{Listener: ln}
-	h1 := &HTTP1{Fast: ChunkReads(router), Server: &http.Server{Handler: router, ErrorLog: quietLog()}}
+	h1 := &HTTP1{Fast: router.ServeFast, Server: &http.Server{Handler: router, ErrorLog: quietLog()}}
 	go h1.Serve(wc) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { h1.Close() })
-	as := f.db.Files[0].Addrs[:6]
+	as := f.DB.Files[0].Addrs[:6]
 	raw := ""
 	for _, a := range as {
 		raw += "GET " + api.ChunkPath("db1", a) + " HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -447,7 +445,7 @@ func TestHTTP1PipelinedTogether(t *testing.T) {
 			t.Fatalf("answer %d: %v", i, err)
 		}
 		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || !bytes.Equal(body, f.db.Chunks[a]) {
+		if resp.StatusCode != 200 || !bytes.Equal(body, f.DB.Chunks[a]) {
 			t.Fatalf("answer %d: %d, %d bytes", i, resp.StatusCode, len(body))
 		}
 	}
@@ -473,7 +471,7 @@ func TestHTTP1PipelinedTogether(t *testing.T) {
 // registry.
 func TestHTTP1SpinMetrics(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
-	p := newHTTP1Pair(t, h, func(*http.Request) bool { return true })
+	p := newHTTP1Pair(t, h, always(h))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(p.h1.SpinMetrics()...)
 	conn := dialRaw(t, p.fast, "")
@@ -529,8 +527,8 @@ func TestHTTP1SpinMetrics(t *testing.T) {
 // api.PatternChunk, with the same path values; everything else goes to the
 // mux, whose answer is then the mux's.
 func TestChunkRouteAgreesWithMux(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 1}, Config{})
-	am := NewHandler(f.cache, prometheus.NewRegistry()).(apiMux)
+	f := newFixture(t, testdb.Options{Chunks: 1}, cache.Config{})
+	a := newAPI(f)
 	// A mux with the chunk's pattern alone, to read its path values.
 	var gotDB, gotAddr string
 	values := http.NewServeMux()
@@ -548,11 +546,7 @@ func TestChunkRouteAgreesWithMux(t *testing.T) {
 	for _, p := range paths {
 		for _, method := range []string{"GET", "HEAD", "POST"} {
 			r := httptest.NewRequest(method, p, nil)
-			_, want := am.ServeMux.Handler(r)
-			_, got := am.Handler(r)
-			if got != want {
-				t.Errorf("%s %s: routed to %q, the mux says %q", method, p, got, want)
-			}
+			_, want := a.mux.Handler(r)
 			db, address, ok := chunkRoute(r)
 			if !ok {
 				continue
@@ -570,46 +564,53 @@ func TestChunkRouteAgreesWithMux(t *testing.T) {
 	}
 	// A route of another package under /v1/dbs/: every match is the mux's.
 	const special = "GET /v1/dbs/{db}/chunks/special"
-	httpAccess[special] = pathDB // every route needs its rule
-	defer delete(httpAccess, special)
-	other := NewHandler(f.cache, prometheus.NewRegistry(), Route{Pattern: special, Handler: http.NotFoundHandler()}).(apiMux)
-	if _, pattern := other.Handler(httptest.NewRequest("GET", "/v1/dbs/db/chunks/special", nil)); other.chunk != nil || pattern != special {
+	other := newAPI(f, Route{Pattern: special, Handler: http.NotFoundHandler(), Need: auth.DBToken})
+	if _, pattern := other.mux.Handler(httptest.NewRequest("GET", "/v1/dbs/db/chunks/special", nil)); other.chunk != nil || pattern != special {
 		t.Errorf("with a route beside the chunk's: %q, hand routing on: %v", pattern, other.chunk != nil)
 	}
 	// The Dolt remote's downloads, a pattern with no method (as chunkd serve
 	// registers it): chunk reads stay routed by hand.
-	if dolt := NewHandler(f.cache, prometheus.NewRegistry(), Route{Pattern: api.PatternDoltFiles, Handler: http.NotFoundHandler()}).(apiMux); dolt.chunk == nil {
+	if dolt := newAPI(f, Route{Pattern: api.PatternDoltFiles, Handler: http.NotFoundHandler(), Need: auth.Open}); dolt.chunk == nil {
 		t.Error("beside the Dolt remote's route, chunk reads are routed by the mux")
 	}
 	// A route for a host outranks any path's: the mux's too.
 	const host = "chunks.example.com/"
-	httpAccess[host] = openAccess
-	defer delete(httpAccess, host)
-	hosted := NewHandler(f.cache, prometheus.NewRegistry(), Route{Pattern: host, Handler: http.NotFoundHandler()}).(apiMux)
-	if _, pattern := hosted.Handler(httptest.NewRequest("GET", "http://chunks.example.com/v1/dbs/db/chunks/abc", nil)); hosted.chunk != nil || pattern != host {
+	hosted := newAPI(f, Route{Pattern: host, Handler: http.NotFoundHandler(), Need: auth.Open})
+	if _, pattern := hosted.mux.Handler(httptest.NewRequest("GET", "http://chunks.example.com/v1/dbs/db/chunks/abc", nil)); hosted.chunk != nil || pattern != host {
 		t.Errorf("with a route for a host: %q, hand routing on: %v", pattern, hosted.chunk != nil)
 	}
 }
 
+// TestRouteNeedsARule: a route without an access rule is refused when the
+// API is made, so none can be served open by mistake.
+func TestRouteNeedsARule(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 1}, cache.Config{})
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "no access rule") {
+			t.Errorf("a route without a rule: %v, want a panic naming it", p)
+		}
+	}()
+	newAPI(f, Route{Pattern: "GET /v1/x", Handler: http.NotFoundHandler()})
+}
+
 // BenchmarkChunkRoute: naming a chunk read's route by hand and by the mux
-// (each request of the fast path asks three times: ChunkReads, Auth and
-// apiMux.ServeHTTP).
+// (the fast path routes each request once, by hand).
 func BenchmarkChunkRoute(b *testing.B) {
-	f := newFixture(b, testdb.Options{Chunks: 1}, Config{})
-	am := NewHandler(f.cache, prometheus.NewRegistry()).(apiMux)
-	r := httptest.NewRequest("GET", api.ChunkPath("db1", f.db.All()[0]), nil)
+	f := newFixture(b, testdb.Options{Chunks: 1}, cache.Config{})
+	a := newAPI(f)
+	r := httptest.NewRequest("GET", api.ChunkPath("db1", f.DB.All()[0]), nil)
 	b.Run("hand", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, p := am.Handler(r); p != api.PatternChunk {
-				b.Fatal(p)
+			if _, _, ok := chunkRoute(r); !ok {
+				b.Fatal("not routed")
 			}
 		}
 	})
 	b.Run("mux", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, p := am.ServeMux.Handler(r); p != api.PatternChunk {
+			if _, p := a.mux.Handler(r); p != api.PatternChunk {
 				b.Fatal(p)
 			}
 		}

@@ -5,11 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -35,20 +35,20 @@ func getJSON(t *testing.T, method, url string, into any) int {
 // GET /v1/cache and GET /v1/dbs say, then drops its files.
 func TestCacheView(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, Config{Registry: reg, MemBytes: 64 << 20, DiskBytes: 1 << 30})
-	srv := httptest.NewServer(NewHandler(f.cache, reg))
+	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, cache.Config{MemBytes: 64 << 20, DiskBytes: 1 << 30})
+	srv := httptest.NewServer(newAPI(f))
 	defer srv.Close()
 
 	var dbs []api.DBSummary
 	if code := getJSON(t, "GET", srv.URL+api.DBsPath, &dbs); code != 200 || len(dbs) != 0 {
 		t.Fatalf("before any read: %d %+v", code, dbs)
 	}
-	a0, a1 := f.db.Files[0].Addrs[0], f.db.Files[1].Addrs[0]
-	f.get(a0) // store (read through), starts the downloads
-	f.get(a1)
-	f.waitDownloads(2)
-	f.get(a0)                     // memory
-	f.get(f.db.Files[0].Addrs[1]) // disk
+	a0, a1 := f.DB.Files[0].Addrs[0], f.DB.Files[1].Addrs[0]
+	f.Get(a0) // store (read through), starts the downloads
+	f.Get(a1)
+	f.WaitCached()
+	f.Get(a0)                     // memory
+	f.Get(f.DB.Files[0].Addrs[1]) // disk
 
 	// The memory tier's weight is its cache's (otter) estimate, brought up
 	// to date by the cache's maintenance, which runs in the background:
@@ -105,7 +105,7 @@ func TestCacheView(t *testing.T) {
 	if dbs[0].FilesCached != 0 || dbs[0].BytesCached != 0 {
 		t.Errorf("after the drop: %+v", dbs[0])
 	}
-	if r := f.get(f.db.Files[1].Addrs[5]); r.Tier != api.TierStore {
+	if r := f.Get(f.DB.Files[1].Addrs[5]); r.Tier != api.TierStore {
 		t.Errorf("read after the drop from %v, want the store", r.Tier)
 	}
 	if code := getJSON(t, "DELETE", srv.URL+api.DropCachePath(".."), nil); code != 400 {
@@ -113,47 +113,12 @@ func TestCacheView(t *testing.T) {
 	}
 
 	// After a restart the database is known from the cache directory.
-	f.waitDownloads(3)
-	f.cache.Close()
-	f.open(Config{})
-	srv2 := httptest.NewServer(NewHandler(f.cache, prometheus.NewRegistry()))
+	f.WaitCached(f.DB.Files[1])
+	f.Open(cache.Config{})
+	srv2 := httptest.NewServer(newAPI(f))
 	defer srv2.Close()
 	getJSON(t, "GET", srv2.URL+api.DBsPath, &dbs)
 	if len(dbs) != 1 || dbs[0].State != api.DBOnDisk || dbs[0].FilesCached != 1 {
 		t.Errorf("after a restart: %+v", dbs)
-	}
-}
-
-// TestCacheViewTokens: the list shows only the token's databases, and
-// dropping needs the database's token.
-func TestCacheViewTokens(t *testing.T) {
-	af := newAuthFixture(t, false)
-	af.get(af.db.Files[0].Addrs[0])
-	for token, want := range map[string]string{"right": "db1", "other": ""} {
-		code, body := af.do("GET", api.DBsPath, token, nil)
-		var dbs []api.DBSummary
-		if code != 200 || json.Unmarshal(body, &dbs) != nil {
-			t.Fatalf("%s: %d %s", token, code, body)
-		}
-		var names []string
-		for _, d := range dbs {
-			names = append(names, d.Name)
-		}
-		if strings.Join(names, ",") != want {
-			t.Errorf("token %s lists %q, want %q", token, names, want)
-		}
-		code, body = af.do("GET", api.CachePath, token, nil)
-		var sum api.CacheSummary
-		if code != 200 || json.Unmarshal(body, &sum) != nil || sum.Databases != len(names) {
-			t.Errorf("token %s: /v1/cache %d %s", token, code, body)
-		}
-	}
-	for token, want := range map[string]int{"": 401, "other": 403, "right": 200} {
-		if code, body := af.do("DELETE", api.DropCachePath("db1"), token, nil); code != want {
-			t.Errorf("DELETE with token %q: %d %s, want %d", token, code, body, want)
-		}
-	}
-	if code, _ := af.do("GET", api.CachePath, "", nil); code != 401 {
-		t.Errorf("/v1/cache without a token: %d", code)
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/internal/sqltest"
-	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
 )
@@ -53,7 +53,7 @@ func BenchmarkSeedQueryTiers(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, c := range []*server.Cache{diskCache, memCache} {
+	for _, c := range []*cache.Cache{diskCache, memCache} {
 		if err := c.WaitCached(ctx, "bench", 20*time.Second, nil); err != nil {
 			b.Fatal(err)
 		}

@@ -16,10 +16,9 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/client"
-	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/store"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // sameHost is a cache service in this process with its cache directory,
@@ -27,9 +26,12 @@ import (
 type sameHost struct {
 	s     store.Store
 	dir   string
-	cache *server.Cache
+	cache *cache.Cache
+	stop  func()
 	srv   *httptest.Server
-	cfg   server.Config
+	cfg   cache.Config
+	// imageBytes bounds the service's page images (0: the default).
+	imageBytes int64
 	// registrations counts the image registrations (POSTs with the
 	// addresses) the service was sent, versionImages the opens of a
 	// version's image by its root.
@@ -49,21 +51,17 @@ func sameHostImport(t *testing.T, seed, imageBytes int64) (*sql.DB, *sameHost) {
 }
 
 func startSameHost(t *testing.T, s store.Store, imageBytes int64) *sameHost {
-	h := &sameHost{s: s, dir: t.TempDir(), cfg: server.Config{Store: s, NoFsync: true, Logger: quietLog(), ImageBytes: imageBytes, OpenSet: serveOpenSet}}
+	h := &sameHost{s: s, dir: t.TempDir(), cfg: cache.Config{Store: s, NoFsync: true}, imageBytes: imageBytes}
 	h.start(t)
-	t.Cleanup(h.stop)
+	t.Cleanup(h.close)
 	return h
 }
 
 func (h *sameHost) start(t *testing.T) {
 	cfg := h.cfg
 	cfg.CacheDir = h.dir
-	cache, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.cache = cache
-	var handler http.Handler = server.NewHandler(cache, prometheus.NewRegistry())
+	handler, c, stop := newService(t, cfg, h.imageBytes)
+	h.cache, h.stop = c, stop
 	h.handler.Store(&handler)
 	if h.srv == nil {
 		h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,10 +76,11 @@ func (h *sameHost) start(t *testing.T) {
 	}
 }
 
-func (h *sameHost) stop() {
-	if h.cache != nil {
-		h.cache.Close()
-		h.cache = nil
+// close stops the service (its test server stays, for a restart).
+func (h *sameHost) close() {
+	if h.stop != nil {
+		h.stop()
+		h.stop, h.cache = nil, nil
 	}
 }
 
@@ -220,7 +219,7 @@ func TestPageImage(t *testing.T) {
 	// The service restarts under running clients: their mappings still
 	// read (the image is found again; one was cut short above), misses are
 	// read through the tiers.
-	h.stop()
+	h.close()
 	h.start(t)
 	sameResults(t, "after a service restart", plain, d2, queries)
 	sameResults(t, "after a service restart, corrupted client", plain, d3, queries)

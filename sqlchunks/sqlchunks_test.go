@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
@@ -22,15 +21,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/internal/testio"
 	"github.com/chunkd/chunkd/manifest"
-	"github.com/chunkd/chunkd/server"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
@@ -228,28 +224,6 @@ func (h *holdStore) Open(ctx context.Context, key string) (io.ReadCloser, store.
 		return rc, info, err
 	}
 	return h.gate.Hold(ctx, rc, info.Size/2), info, nil
-}
-
-// startService runs an in-process cache service over s and returns it and
-// its URL.
-func startService(t testing.TB, s store.Store, memBytes int64) (*server.Cache, string) {
-	t.Helper()
-	cache, err := server.New(server.Config{Store: s, CacheDir: t.TempDir(), NoFsync: true, MemBytes: memBytes, Logger: quietLog(), OpenSet: serveOpenSet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(server.NewHandler(cache, prometheus.NewRegistry()))
-	t.Cleanup(func() {
-		srv.Close()
-		cache.Close()
-	})
-	return cache, srv.URL
-}
-
-// serveOpenSet is the services' server.Config.OpenSet.
-func serveOpenSet(ctx context.Context, src server.ChunkSource, root addr.Addr) (server.VersionSet, error) {
-	set, err := OpenSet(ctx, src, root)
-	return server.VersionSet{Chunks: set.Chunks, PagesFrom: set.PagesFrom, PageSize: set.PageSize, Pages: set.Pages}, err
 }
 
 func TestImportAndQueryTiers(t *testing.T) {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/internal/sqltest"
-	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/store/folder"
 )
@@ -54,17 +51,12 @@ func BenchmarkSeedJoin(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cache, err := server.New(server.Config{Store: fs, CacheDir: filepath.Join(dir, "cache"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
+	svc := startService(b, service.Config{Cache: cache.Config{Store: fs, CacheDir: filepath.Join(dir, "cache")}, Logger: slog.New(slog.DiscardHandler)})
+	c := svc.Cache
+	if _, err := c.GetChunk(ctx, dbName, res.Root); err != nil { // a miss: the service downloads the appendix
 		b.Fatal(err)
 	}
-	defer cache.Close()
-	srv := httptest.NewServer(server.NewHandler(cache, prometheus.NewRegistry()))
-	defer srv.Close()
-	if _, err := cache.GetChunk(ctx, dbName, res.Root); err != nil { // a miss: the service downloads the appendix
-		b.Fatal(err)
-	}
-	if err := cache.WaitCached(ctx, dbName, 5*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix }); err != nil {
+	if err := c.WaitCached(ctx, dbName, 5*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix }); err != nil {
 		b.Fatal(err)
 	}
 
@@ -75,7 +67,7 @@ func BenchmarkSeedJoin(b *testing.B) {
 		sql  []string
 	}{
 		{"store", uri(dbName, "store="+storeDir), []string{"--store", storeDir}},
-		{"service", uri(dbName, "service="+srv.URL, "store="+storeDir), []string{"--store", storeDir, "--service", srv.URL}},
+		{"service", uri(dbName, "service="+svc.URL(), "store="+storeDir), []string{"--store", storeDir, "--service", svc.URL()}},
 	} {
 		ext := func() (int, error) {
 			out, err := run(exec.Command("sqlite3", "-batch"), fmt.Sprintf(".load %s\n.open %s\n.mode list\n%s;\n", extPath, p.uri, query))

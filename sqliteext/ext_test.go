@@ -24,15 +24,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/auth"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/internal/testnet"
-	"github.com/chunkd/chunkd/server"
+	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/sqlchunks"
 )
 
@@ -87,19 +85,9 @@ func newFixture(t testing.TB, sentences int) *fixture {
 	// A store URL with a query of its own: percent-encoded in a URI.
 	f.store = "file://" + fs.Root() + "?latency=0s"
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	// The service computes open sets, as chunkd serve does.
-	openSet := func(ctx context.Context, src server.ChunkSource, root addr.Addr) (server.VersionSet, error) {
-		set, err := sqlchunks.OpenSet(ctx, src, root)
-		return server.VersionSet{Chunks: set.Chunks, PagesFrom: set.PagesFrom, PageSize: set.PageSize, Pages: set.Pages}, err
-	}
-	cache, err := server.New(server.Config{Store: fs, CacheDir: t.TempDir(), NoFsync: true, Logger: quiet, OpenSet: openSet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cache.Close() })
-	srv := httptest.NewServer(server.NewHandler(cache, prometheus.NewRegistry()))
-	t.Cleanup(srv.Close)
-	f.service = srv.URL
+	// The service, as chunkd serve runs it (open sets and page images
+	// included), and the same service guarded by tokens.
+	f.service = startService(t, service.Config{Cache: cache.Config{Store: fs, CacheDir: t.TempDir(), NoFsync: true}, Logger: quiet}).URL()
 	tokenFile := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokenFile, []byte("s3cret "+dbName+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -108,9 +96,8 @@ func newFixture(t testing.TB, sentences int) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guarded := httptest.NewServer((&server.Auth{Tokens: tokens, Logger: quiet}).HTTP(server.NewHandler(cache, prometheus.NewRegistry())))
-	t.Cleanup(guarded.Close)
-	f.tokenService = guarded.URL
+	f.tokenService = startService(t, service.Config{Cache: cache.Config{Store: fs, CacheDir: t.TempDir(), NoFsync: true}, Logger: quiet,
+		Guard: &auth.Guard{Tokens: tokens, Logger: quiet}}).URL()
 	return f
 }
 
@@ -426,4 +413,17 @@ func TestPython(t *testing.T) {
 			t.Errorf("%s: %s %q; want %s with %q", c.name, got.Code, got.Message, c.code, c.want)
 		}
 	}
+}
+
+// startService starts a cache service on loopback with cfg, closed when
+// the test ends.
+func startService(t testing.TB, cfg service.Config) *service.Service {
+	t.Helper()
+	cfg.HTTP = "127.0.0.1:0"
+	svc, err := service.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	return svc
 }

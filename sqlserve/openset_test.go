@@ -7,124 +7,95 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
-	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/sqlchunks"
 )
 
 // A version's open set is computed once and kept (for the last
-// keptOpenSets versions asked for).
+// keptOpenSets versions of a database asked for).
 func TestOpenSetsKept(t *testing.T) {
-	var calls atomic.Int32
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
-		calls.Add(1)
-		data, err := src.Get(ctx, root)
-		return VersionSet{Chunks: [][]byte{data, data}, PagesFrom: 1}, err // the root chunk "and a page"
-	}})
+	f, roots := newSQLFixture(t, keptOpenSets+1, cache.Config{})
 	ctx := context.Background()
-	addrs := f.db.All()
-	open := func(i int) {
+	open := func(i int) []byte {
 		t.Helper()
-		for _, pages := range []bool{true, false} {
-			want := map[bool]int{true: 2, false: 1}[pages]
-			root, frames, _, err := f.cache.OpenSet(ctx, "db1", addrs[i], false, pages)
-			set := decodeFrames(t, frames)
-			if err != nil || root != addrs[i] || len(set) != want || addr.Of(set[0]) != addrs[i] {
-				t.Fatalf("open set of %s (pages %v): root %s, %d chunks (want %d), %v", addrs[i], pages, root, len(set), want, err)
-			}
+		root, frames, _, err := f.s.OpenSet(ctx, "db1", roots[i], false, true)
+		if set := decodeFrames(t, frames); err != nil || root != roots[i] || len(set) < 2 || addr.Of(set[0]) != roots[i] {
+			t.Fatalf("open set of %s: root %s, %d chunks, %v", roots[i], root, len(set), err)
+		}
+		return frames
+	}
+	kept := func(i int) bool { return f.s.sets.get(setKey{"db1", roots[i]}) != nil }
+	for i := range roots {
+		first := open(i)
+		if again := open(i); &again[0] != &first[0] { // the same answer, not computed again
+			t.Fatalf("version %d: its open set was computed again", i)
 		}
 	}
-	for i := 0; i <= keptOpenSets; i++ {
-		open(i)
-		open(i) // from what was kept
+	if kept(0) {
+		t.Fatal("the oldest version's open set is kept beyond keptOpenSets")
 	}
-	if got := calls.Load(); got != keptOpenSets+1 {
-		t.Fatalf("%d open sets computed for %d versions asked twice each", got, keptOpenSets+1)
+	for i := 1; i < len(roots); i++ {
+		if !kept(i) {
+			t.Fatalf("version %d's open set is not kept", i)
+		}
 	}
-	open(keptOpenSets) // still kept
-	if got := calls.Load(); got != keptOpenSets+1 {
-		t.Fatalf("the newest version's open set was computed again (%d)", got)
-	}
-	open(0) // the oldest was dropped to keep keptOpenSets
-	if got := calls.Load(); got != keptOpenSets+2 {
-		t.Fatalf("the oldest version's open set was not computed again (%d)", got)
+	open(0) // computed again, dropping the next oldest
+	if !kept(0) || kept(1) {
+		t.Fatalf("after asking for the oldest again: kept %v and %v", kept(0), kept(1))
 	}
 }
 
 // GET …/sqlite/open: with its pages by default, without for pages=0, and
 // a clear 400 for any other pages. The answer is the set's chunks as
-// frames, in order, with a Content-Length; a set of no pages answers the
-// same either way.
+// frames, in order, with a Content-Length, each proven against what
+// sqlchunks.OpenSet reads of the version.
 func TestOpenSetHTTP(t *testing.T) {
-	var all []addr.Addr // the database's chunks, set below
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
-		// The root chunk and three more, different sizes; the first
-		// version's set has two "pages", the others none.
-		set := VersionSet{PagesFrom: 2}
-		for _, a := range []addr.Addr{root, all[0], all[1], all[2]} {
-			data, err := src.Get(ctx, a)
-			if err != nil {
-				return VersionSet{}, err
-			}
-			set.Chunks = append(set.Chunks, data)
-		}
-		if root != all[3] {
-			set.PagesFrom = len(set.Chunks)
-		}
-		return set, nil
-	}})
-	h := NewHandler(f.cache, prometheus.NewRegistry())
-	all = f.db.All()
+	f, roots := newSQLFixture(t, 1, cache.Config{})
 	ctx := context.Background()
-	for _, root := range all[3:5] {
-		_, frames, _, err := f.cache.OpenSet(ctx, "db1", root, false, true)
-		if err != nil {
-			t.Fatal(err)
+	root := roots[0]
+	want, err := sqlchunks.OpenSet(ctx, cacheReader{f.Cache, "db1"}, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		query  string
+		code   int
+		frames int
+	}{{"", 200, len(want.Chunks)}, {"&pages=1", 200, len(want.Chunks)}, {"&pages=0", 200, want.PagesFrom}, {"&pages=no", 400, 0}} {
+		rec := httptest.NewRecorder()
+		f.h.ServeHTTP(rec, httptest.NewRequest("GET", api.OpenSetPath("db1", root, false, true)+tc.query, nil))
+		if rec.Code != tc.code {
+			t.Fatalf("%q: status %d, want %d: %s", tc.query, rec.Code, tc.code, rec.Body)
 		}
-		want := decodeFrames(t, frames)
-		for i, a := range []addr.Addr{root, all[0], all[1], all[2]} {
-			if addr.Of(want[i]) != a {
-				t.Fatalf("open set of %s: chunk %d is %s, want %s", root, i, addr.Of(want[i]), a)
+		if tc.code != 200 {
+			if !strings.Contains(rec.Body.String(), "bad pages") {
+				t.Errorf("%q: %s", tc.query, rec.Body)
 			}
+			continue
 		}
-		pagesFrom := map[bool]int{true: 2, false: 4}[root == all[3]]
-		for _, tc := range []struct {
-			query  string
-			code   int
-			frames int
-		}{{"", 200, 4}, {"&pages=1", 200, 4}, {"&pages=0", 200, pagesFrom}, {"&pages=no", 400, 0}} {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", api.OpenSetPath("db1", root, false, true)+tc.query, nil))
-			if rec.Code != tc.code {
-				t.Fatalf("%q: status %d, want %d: %s", tc.query, rec.Code, tc.code, rec.Body)
+		if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {
+			t.Errorf("%q: Content-Length %q for %s bytes", tc.query, got, want)
+		}
+		if rec.Header().Get(api.HeaderRoot) != root.String() {
+			t.Errorf("%q: root header %q", tc.query, rec.Header().Get(api.HeaderRoot))
+		}
+		n := 0
+		for fr, err := range api.NewFrameReader(rec.Body).All() {
+			if err != nil {
+				t.Fatalf("%q: %v", tc.query, err)
 			}
-			if tc.code != 200 {
-				if !strings.Contains(rec.Body.String(), "bad pages") {
-					t.Errorf("%q: %s", tc.query, rec.Body)
-				}
-				continue
+			if fr.Index != uint32(n) || !fr.Found || fr.Tier != api.TierMemory || !bytes.Equal(fr.Data, want.Chunks[n]) {
+				t.Fatalf("%q: frame %d: index %d, found %v, tier %v, chunk %s, want chunk %d of the set from memory", tc.query, n, fr.Index, fr.Found, fr.Tier, addr.Of(fr.Data), n)
 			}
-			if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {
-				t.Errorf("%q: Content-Length %q for %s bytes", tc.query, got, want)
-			}
-			n := 0
-			for f, err := range api.NewFrameReader(rec.Body).All() {
-				if err != nil {
-					t.Fatalf("%q: %v", tc.query, err)
-				}
-				if f.Index != uint32(n) || !f.Found || f.Tier != api.TierMemory || !bytes.Equal(f.Data, want[n]) {
-					t.Fatalf("%q: frame %d: index %d, found %v, tier %v, chunk %s, want chunk %d of the set from memory", tc.query, n, f.Index, f.Found, f.Tier, addr.Of(f.Data), n)
-				}
-				n++
-			}
-			if n != tc.frames {
-				t.Errorf("%q: %d frames, want %d", tc.query, n, tc.frames)
-			}
+			n++
+		}
+		if n != tc.frames {
+			t.Errorf("%q: %d frames, want %d", tc.query, n, tc.frames)
 		}
 	}
 }
@@ -132,31 +103,17 @@ func TestOpenSetHTTP(t *testing.T) {
 // GET …/sqlite/image: the service registers the image of the version's
 // pages from the set it computed, names it as a client registering the
 // same addresses would, and answers the root chunk with it; a bad root,
-// or a version with no pages, is a clear 400.
+// or a root that is no chunkd SQLite version, is a clear 400.
 func TestVersionImageHTTP(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
-		data, err := src.Get(ctx, root)
-		set := VersionSet{Chunks: [][]byte{data}, PagesFrom: 1, PageSize: 4096, Pages: []addr.Addr{root, root, root}}
-		if data[0]%2 == 0 {
-			set.Pages = nil // "a version with no pages"
-		}
-		return set, err
-	}})
-	h := NewHandler(f.cache, prometheus.NewRegistry())
-	var root, empty addr.Addr
-	for _, a := range f.db.All() {
-		if f.db.Chunks[a][0]%2 == 0 {
-			empty = a
-		} else {
-			root = a
-		}
-	}
-	if root.IsEmpty() || empty.IsEmpty() {
-		t.Fatal("the fixture has no chunk of each kind")
+	f, roots := newSQLFixture(t, 1, cache.Config{})
+	root := roots[0]
+	set, err := sqlchunks.OpenSet(context.Background(), cacheReader{f.Cache, "db1"}, root)
+	if err != nil {
+		t.Fatal(err)
 	}
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		f.h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		return rec
 	}
 	rec := get(api.VersionImagePath("db1", root, false))
@@ -167,16 +124,17 @@ func TestVersionImageHTTP(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &vi); err != nil {
 		t.Fatal(err)
 	}
-	want := api.ImageName(4096, []addr.Addr{root, root, root})
-	if vi.Root != root.String() || addr.Of(vi.RootChunk) != root || vi.Image.Name != want || vi.Image.Slots != 3 || vi.Image.SlotSize != 4096 {
-		t.Fatalf("answer %+v, want root %s and image %s of 3 slots", vi, root, want)
+	want := api.ImageName(set.PageSize, set.Pages)
+	if vi.Root != root.String() || addr.Of(vi.RootChunk) != root || vi.Image.Name != want || vi.Image.Slots != len(set.Pages) || vi.Image.SlotSize != set.PageSize {
+		t.Fatalf("answer %+v, want root %s and image %s of %d slots", vi, root, want, len(set.Pages))
 	}
-	if info, err := f.cache.Image(context.Background(), "db1", want); err != nil || info != vi.Image {
+	if info, err := f.s.Image(context.Background(), "db1", want); err != nil || info != vi.Image {
 		t.Fatalf("the image by name: %+v, %v; want %+v", info, err, vi.Image)
 	}
+	page := set.Pages[len(set.Pages)-1] // a chunk of db1, but no version's root
 	for path, wantErr := range map[string]string{
 		api.DBPath("db1") + "/sqlite/image?root=nope": "bad root",
-		api.VersionImagePath("db1", empty, false):     "no page image",
+		api.VersionImagePath("db1", page, false):      "not a chunkd SQLite version",
 	} {
 		rec := get(path)
 		if rec.Code != 400 || !strings.Contains(rec.Body.String(), wantErr) {
@@ -207,33 +165,30 @@ func decodeFrames(t *testing.T, frames []byte) [][]byte {
 // an error); asked for by name, it needs no store and says nothing of
 // freshness.
 func TestOpenSetCurrentRoot(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{ManifestTTL: time.Hour, OpenSet: func(ctx context.Context, src ChunkSource, root addr.Addr) (VersionSet, error) {
-		data, err := src.Get(ctx, root)
-		return VersionSet{Chunks: [][]byte{data, data}, PagesFrom: 1, PageSize: 4096, Pages: []addr.Addr{root}}, err
-	}})
-	h := NewHandler(f.cache, prometheus.NewRegistry())
+	f, roots := newSQLFixture(t, 1, cache.Config{ManifestTTL: time.Hour})
+	head := roots[0]
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		f.h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		return rec
 	}
 	for _, fresh := range []bool{false, true} {
 		rec := get(api.OpenSetPath("db1", addr.Addr{}, fresh, true))
 		age, stale, ok := api.RootFreshness(rec.Header())
-		if rec.Code != 200 || rec.Header().Get(api.HeaderRoot) != f.db.Root.String() || !ok || stale || age < 0 || age > time.Hour.Milliseconds() {
+		if rec.Code != 200 || rec.Header().Get(api.HeaderRoot) != head.String() || !ok || stale || age < 0 || age > time.Hour.Milliseconds() {
 			t.Fatalf("open set of the current root (fresh %v): %d, root %q, age %d, stale %v, ok %v: %s", fresh, rec.Code, rec.Header().Get(api.HeaderRoot), age, stale, ok, rec.Body)
 		}
 	}
-	f.fs.down.Store(true)
+	f.Store.Down.Store(true)
 	for _, path := range []string{api.OpenSetPath("db1", addr.Addr{}, true, true), api.VersionImagePath("db1", addr.Addr{}, true)} {
 		rec := get(path)
-		if rec.Code != 503 || !strings.Contains(rec.Body.String(), "a fresh root was asked for") || !strings.Contains(rec.Body.String(), f.db.Root.String()) {
+		if rec.Code != 503 || !strings.Contains(rec.Body.String(), "a fresh root was asked for") || !strings.Contains(rec.Body.String(), head.String()) {
 			t.Fatalf("%s with the store down: %d %s, want a 503 naming the last root", path, rec.Code, rec.Body)
 		}
 	}
 	// A store that denies access: the store's own kind, a 502.
-	f.fs.down.Store(false)
-	f.fs.deny.Store(true)
+	f.Store.Down.Store(false)
+	f.Store.Deny.Store(true)
 	if rec := get(api.OpenSetPath("db1", addr.Addr{}, true, true)); rec.Code != 502 || !strings.Contains(rec.Body.String(), "a fresh root was asked for") {
 		t.Fatalf("fresh open set with the store denying access: %d %s, want a 502", rec.Code, rec.Body)
 	}
@@ -244,11 +199,11 @@ func TestOpenSetCurrentRoot(t *testing.T) {
 	}
 	var vi api.VersionImage
 	rec = get(api.VersionImagePath("db1", addr.Addr{}, false))
-	if err := json.Unmarshal(rec.Body.Bytes(), &vi); rec.Code != 200 || err != nil || vi.Current == nil || vi.Current.Stale || vi.Current.Root != f.db.Root.String() {
+	if err := json.Unmarshal(rec.Body.Bytes(), &vi); rec.Code != 200 || err != nil || vi.Current == nil || vi.Current.Stale || vi.Current.Root != head.String() {
 		t.Fatalf("page image of the current root within the TTL: %d %s (%v)", rec.Code, rec.Body, err)
 	}
 	// By name: no freshness to tell.
-	rec = get(api.OpenSetPath("db1", f.db.Root, false, true))
+	rec = get(api.OpenSetPath("db1", head, false, true))
 	if _, _, ok := api.RootFreshness(rec.Header()); rec.Code != 200 || ok {
 		t.Fatalf("open set of a root by name: %d, freshness headers %v", rec.Code, ok)
 	}

@@ -39,7 +39,7 @@ func makeStore(t *testing.T, o testdb.Options) (string, *testdb.DB) {
 }
 
 // checkAll reads every chunk of db and fails on anything but its bytes.
-func (s *service) checkAll(db *testdb.DB) {
+func (s *serveProc) checkAll(db *testdb.DB) {
 	s.t.Helper()
 	for a, want := range db.Chunks {
 		code, tier, body := s.get("db", a)
@@ -50,7 +50,7 @@ func (s *service) checkAll(db *testdb.DB) {
 }
 
 // kill sends SIGKILL and waits for the process to go.
-func (s *service) kill() {
+func (s *serveProc) kill() {
 	s.cmd.Process.Kill()
 	<-s.done
 }
@@ -173,14 +173,14 @@ func TestSoak(t *testing.T) {
 // file (--disk much larger) never empties the cache for a download that
 // cannot fit: the file is read through, the file that fits stays cached.
 // It mounts a 3 MiB tmpfs, which needs root; elsewhere the in-process
-// tests inject ENOSPC instead (server.TestFileSystemFull).
+// tests inject ENOSPC instead (cache.TestFileSystemFull).
 func TestSmallFileSystem(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root; server.TestFileSystemFull covers ENOSPC by injection")
+		t.Skip("mounting a small tmpfs needs root; cache.TestFileSystemFull covers ENOSPC by injection")
 	}
 	cacheDir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", cacheDir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v: %s); server.TestFileSystemFull covers ENOSPC by injection", err, strings.TrimSpace(string(out)))
+		t.Skipf("cannot mount a tmpfs here (%v: %s); cache.TestFileSystemFull covers ENOSPC by injection", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", cacheDir).Run() })
 	ctx := context.Background()

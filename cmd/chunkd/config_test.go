@@ -130,7 +130,7 @@ func TestStoreSecretWarning(t *testing.T) {
 }
 
 // TestServeZeroSizes: zero sizes and durations are refused, as
-// docs/service.md says (in Go a zero server.Config field is the default;
+// docs/service.md says (in Go a zero cache.Config field is the default;
 // on the command line zero is no "off").
 func TestServeZeroSizes(t *testing.T) {
 	for _, args := range [][]string{{"--mem", "0"}, {"--disk", "0"}, {"--store-timeout", "0s"}, {"--manifest-ttl", "0s"}, {"--client-timeout", "0s"}} {

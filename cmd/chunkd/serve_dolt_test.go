@@ -26,7 +26,7 @@ import (
 var doltAddrLine = regexp.MustCompile(`msg=listening .* dolt=(\S+)`)
 
 // doltRPC dials the Dolt remote a running service logged.
-func (s *service) doltRPC() (remotesapi.ChunkStoreServiceClient, string) {
+func (s *serveProc) doltRPC() (remotesapi.ChunkStoreServiceClient, string) {
 	s.t.Helper()
 	m := doltAddrLine.FindStringSubmatch(s.log())
 	if m == nil {

@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 }
 
 // service is a running "chunkd serve" process.
-type service struct {
+type serveProc struct {
 	t        *testing.T
 	cmd      *exec.Cmd
 	http     string // http://127.0.0.1:PORT
@@ -62,7 +62,7 @@ type service struct {
 
 var listenLine = regexp.MustCompile(`msg=listening http=(\S+) grpc=(\S+)`)
 
-func startService(t *testing.T, storeURL, cacheDir string, extra ...string) *service {
+func startService(t *testing.T, storeURL, cacheDir string, extra ...string) *serveProc {
 	t.Helper()
 	args := append([]string{"serve", "--store", storeURL, "--cache-dir", cacheDir, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(binary, args...)
@@ -73,7 +73,7 @@ func startService(t *testing.T, storeURL, cacheDir string, extra ...string) *ser
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &service{t: t, cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	s := &serveProc{t: t, cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
 	found := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -104,14 +104,14 @@ func startService(t *testing.T, storeURL, cacheDir string, extra ...string) *ser
 	return s
 }
 
-func (s *service) log() string {
+func (s *serveProc) log() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.logs.String()
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (s *service) stop() {
+func (s *serveProc) stop() {
 	s.t.Helper()
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -124,7 +124,7 @@ func (s *service) stop() {
 	}
 }
 
-func (s *service) get(db string, a addr.Addr) (int, string, []byte) {
+func (s *serveProc) get(db string, a addr.Addr) (int, string, []byte) {
 	s.t.Helper()
 	resp, err := http.Get(s.http + api.ChunkPath(db, a))
 	if err != nil {
@@ -136,7 +136,7 @@ func (s *service) get(db string, a addr.Addr) (int, string, []byte) {
 }
 
 // metric returns the value of one sample line of /metrics.
-func (s *service) metric(sample string) float64 {
+func (s *serveProc) metric(sample string) float64 {
 	s.t.Helper()
 	resp, err := http.Get(s.http + "/metrics")
 	if err != nil {
@@ -153,7 +153,7 @@ func (s *service) metric(sample string) float64 {
 	return 0
 }
 
-func (s *service) waitMetric(sample string, want float64) {
+func (s *serveProc) waitMetric(sample string, want float64) {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for s.metric(sample) < want {

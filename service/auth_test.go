@@ -1,30 +1,27 @@
-package httpapi
+package service_test
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
-	"log"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
-	"github.com/chunkd/chunkd/api/remotesapi"
 	"github.com/chunkd/chunkd/auth"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/testcerts"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/chunkd/chunkd/service"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -34,13 +31,14 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// authFixture serves a fixture's cache over HTTPS and gRPC with TLS, both
+// authFixture serves database db1 over HTTPS and gRPC with TLS, both
 // guarded by tokens: "right" may read db1, "other" only db2.
 type authFixture struct {
-	*fixture
+	t         *testing.T
+	db        *testdb.DB
 	certs     testcerts.Files
 	tokenFile string
-	auth      *Auth
+	guard     *auth.Guard
 	reloadTLS func() error
 	https     string // https://127.0.0.1:PORT
 	grpcAddr  string
@@ -48,30 +46,23 @@ type authFixture struct {
 
 func newAuthFixture(t *testing.T, metricsOpen bool) *authFixture {
 	t.Helper()
-	af := &authFixture{fixture: newFixture(t, testdb.Options{Chunks: 10, Files: 1}, Config{}), certs: testcerts.Make(t)}
+	st := testdb.NewStore(t)
+	af := &authFixture{t: t, db: testdb.MustMake(t, st, "db1", testdb.Options{Chunks: 10, Files: 1}), certs: testcerts.Make(t)}
 	af.tokenFile = filepath.Join(t.TempDir(), "tokens")
 	af.writeTokens("right db1 sales-*\nother db2\n")
 	tokens, err := auth.Load(af.tokenFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	af.auth = &Auth{Tokens: tokens, MetricsOpen: metricsOpen, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	tlsCfg, reload, err := TLSFiles{Cert: af.certs.ServerCert, Key: af.certs.ServerKey}.Config()
+	af.guard = &auth.Guard{Tokens: tokens, MetricsOpen: metricsOpen, Logger: quiet}
+	tlsCfg, reload, err := auth.TLSFiles{Cert: af.certs.ServerCert, Key: af.certs.ServerKey}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-
 	af.reloadTLS = reload
-	af.https = serveTLS(t, af.auth.HTTP(NewHandler(af.cache, prometheus.NewRegistry())), tlsCfg)
-
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := NewGRPC(af.cache, append(af.auth.GRPCOptions(), grpc.Creds(credentials.NewTLS(tlsCfg)))...)
-	go gs.Serve(lis) //nolint:errcheck // ends with Stop
-	t.Cleanup(gs.Stop)
-	af.grpcAddr = lis.Addr().String()
+	svc := start(t, service.Config{Cache: cache.Config{Store: st, CacheDir: t.TempDir()}, HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0",
+		DoltRemote: true, TLS: tlsCfg, Guard: af.guard})
+	af.https, af.grpcAddr = svc.URL(), svc.GRPCAddr
 	return af
 }
 
@@ -112,23 +103,6 @@ func (af *authFixture) do(method, path, token string, body []byte) (int, []byte)
 	return resp.StatusCode, b
 }
 
-func quietLog() *log.Logger { return log.New(io.Discard, "", 0) }
-
-// serveTLS serves h over TLS with cfg as the service does (httptest's
-// StartTLS would add a certificate of its own, which a client without SNI
-// gets instead of cfg's GetCertificate) and returns its https:// URL.
-func serveTLS(t *testing.T, h http.Handler, cfg *tls.Config) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ErrorLog: quietLog()} // refused handshakes are the point
-	go srv.Serve(tls.NewListener(lis, cfg))               //nolint:errcheck // ends with Close
-	t.Cleanup(func() { srv.Close() })
-	return "https://" + lis.Addr().String()
-}
-
 var tokenCases = []struct{ name, token string }{
 	{"none", ""},
 	{"wrong", "wr0ng"},
@@ -151,6 +125,13 @@ func TestAuthHTTP(t *testing.T) {
 		{"GET", api.DBsPath, nil, [4]int{401, 401, 200, 200}},
 		{"GET", api.CachePath, nil, [4]int{401, 401, 200, 200}},
 		{"DELETE", api.DropCachePath("db1"), nil, [4]int{401, 401, 403, 200}},
+		// The features' routes carry their own rules: SQLite's (db1 is no
+		// SQLite database: a 400 once the token is let through), and the
+		// Dolt remote's downloads, which Dolt sends no token with (the
+		// remote refuses an unsigned URL itself).
+		{"GET", api.OpenSetPath("db1", addr.Addr{}, false, true), nil, [4]int{401, 401, 403, 400}},
+		{"GET", api.ImagePath("db1", "nosuch"), nil, [4]int{401, 401, 403, 404}},
+		{"GET", "/dolt/v1/db1/" + strings.Repeat("0", 32), nil, [4]int{403, 403, 403, 403}},
 		{"GET", "/metrics", nil, [4]int{401, 401, 200, 200}},
 		{"GET", "/healthz", nil, [4]int{200, 200, 200, 200}},
 		{"GET", "/readyz", nil, [4]int{200, 200, 200, 200}},
@@ -186,7 +167,7 @@ func TestAuthHTTP(t *testing.T) {
 
 	// The file read again: the old token is refused, the new one accepted.
 	af.writeTokens("fresh db1\n")
-	if err := af.auth.Tokens.Reload(); err != nil {
+	if err := af.guard.Tokens.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	if c, _ := af.do("GET", api.DBPath("db1"), "right", nil); c != 401 {
@@ -256,13 +237,14 @@ func TestTLSReload(t *testing.T) {
 }
 
 func TestAuthMutualTLS(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 3, Files: 1}, Config{})
+	st := testdb.NewStore(t)
+	testdb.MustMake(t, st, "db1", testdb.Options{Chunks: 3, Files: 1})
 	certs := testcerts.Make(t)
-	cfg, _, err := TLSFiles{Cert: certs.ServerCert, Key: certs.ServerKey, ClientCA: certs.CA}.Config()
+	cfg, _, err := auth.TLSFiles{Cert: certs.ServerCert, Key: certs.ServerKey, ClientCA: certs.CA}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := serveTLS(t, NewHandler(f.cache, prometheus.NewRegistry()), cfg)
+	url := start(t, service.Config{Cache: cache.Config{Store: st, CacheDir: t.TempDir()}, HTTP: "127.0.0.1:0", TLS: cfg}).URL()
 	pem, _ := os.ReadFile(certs.CA)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
@@ -370,81 +352,38 @@ func TestAuthGRPC(t *testing.T) {
 	}
 }
 
-// TestAuthGRPCRuleDecides: whether a call needs a database is the rule's
-// to say, not the message's shape: a method whose rule names a database
-// from another field is checked against it (here a made-up rule over a
-// health request, whose message has no Db field).
-func TestAuthGRPCRuleDecides(t *testing.T) {
+// TestCacheViewTokens: the list shows only the token's databases, and
+// dropping needs the database's token.
+func TestCacheViewTokens(t *testing.T) {
 	af := newAuthFixture(t, false)
-	const method = "/test.Repo/Get"
-	grpcAccess[method] = func(any) (string, need) { return "db2", needDB }
-	defer delete(grpcAccess, method)
-	for token, want := range map[string]codes.Code{"right": codes.PermissionDenied, "other": codes.OK, "wr0ng": codes.Unauthenticated} {
-		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
-		if _, err := af.auth.grpcCheck(ctx, method, &healthpb.HealthCheckRequest{}); status.Code(err) != want {
-			t.Errorf("token %s: %v, want %v", token, err, want)
+	if code, body := af.do("GET", api.ChunkPath("db1", af.db.Files[0].Addrs[0]), "right", nil); code != 200 {
+		t.Fatalf("a chunk: %d %s", code, body)
+	}
+	for token, want := range map[string]string{"right": "db1", "other": ""} {
+		code, body := af.do("GET", api.DBsPath, token, nil)
+		var dbs []api.DBSummary
+		if code != 200 || json.Unmarshal(body, &dbs) != nil {
+			t.Fatalf("%s: %d %s", token, code, body)
+		}
+		var names []string
+		for _, d := range dbs {
+			names = append(names, d.Name)
+		}
+		if strings.Join(names, ",") != want {
+			t.Errorf("token %s lists %q, want %q", token, names, want)
+		}
+		code, body = af.do("GET", api.CachePath, token, nil)
+		var sum api.CacheSummary
+		if code != 200 || json.Unmarshal(body, &sum) != nil || sum.Databases != len(names) {
+			t.Errorf("token %s: /v1/cache %d %s", token, code, body)
 		}
 	}
-	if _, err := af.auth.grpcCheck(context.Background(), "/test.Unknown/Get", nil); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("method without a rule: %v", err)
-	}
-}
-
-// TestAuthRulesCoverRoutes checks that every route the handler serves has
-// an access rule, so no route is refused for want of one (nor, the
-// other way, open by mistake: there is no default).
-func TestAuthRulesCoverRoutes(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 1, Files: 1}, Config{})
-	// Routes other packages add (the Dolt remote's downloads).
-	h := NewHandler(f.cache, prometheus.NewRegistry(), Route{Pattern: api.PatternDoltFiles, Handler: http.NotFoundHandler()})
-	for pattern := range httpAccess {
-		method, path, ok := strings.Cut(pattern, " ")
-		if !ok { // a pattern for every method
-			method, path = "GET", pattern+"db1/"+strings.Repeat("0", 32)
-		}
-		path = strings.NewReplacer("{db}", "db1", "{address}", f.db.Files[0].Addrs[0].String()).Replace(path)
-		req := httptest.NewRequest(method, path, nil)
-		if _, got := h.Handler(req); got != pattern {
-			t.Errorf("rule %q: the request %s %s takes route %q", pattern, method, path, got)
+	for token, want := range map[string]int{"": 401, "other": 403, "right": 200} {
+		if code, body := af.do("DELETE", api.DropCachePath("db1"), token, nil); code != want {
+			t.Errorf("DELETE with token %q: %d %s, want %d", token, code, body, want)
 		}
 	}
-	for name, info := range NewGRPC(f.cache).GetServiceInfo() {
-		for _, m := range info.Methods {
-			if _, ok := grpcAccess["/"+name+"/"+m.Name]; !ok {
-				t.Errorf("gRPC method /%s/%s has no access rule", name, m.Name)
-			}
-		}
-	}
-	// The Dolt remote's service, which serve adds to the server.
-	d := remotesapi.ChunkStoreService_ServiceDesc
-	var methods []string
-	for _, m := range d.Methods {
-		methods = append(methods, m.MethodName)
-	}
-	for _, m := range d.Streams {
-		methods = append(methods, m.StreamName)
-	}
-	for _, m := range methods {
-		if _, ok := grpcAccess["/"+d.ServiceName+"/"+m]; !ok {
-			t.Errorf("gRPC method /%s/%s has no access rule", d.ServiceName, m)
-		}
-	}
-}
-
-// TestBearerToken: the token of an Authorization header, bearer or Basic
-// (Dolt's DOLT_REMOTE_PASSWORD with --user).
-func TestBearerToken(t *testing.T) {
-	for h, want := range map[string]string{
-		"Bearer abc":  "abc",
-		"bearer  abc": "abc",
-		"Basic " + base64.StdEncoding.EncodeToString([]byte("user:tok:en")): "tok:en",
-		"Basic " + base64.StdEncoding.EncodeToString([]byte("nopassword")):  "",
-		"Basic !!!": "",
-		"abc":       "",
-		"":          "",
-	} {
-		if got := bearerToken(h); got != want {
-			t.Errorf("bearerToken(%q) = %q, want %q", h, got, want)
-		}
+	if code, _ := af.do("GET", api.CachePath, "", nil); code != 401 {
+		t.Errorf("/v1/cache without a token: %d", code)
 	}
 }

@@ -1,81 +1,24 @@
-package server
+package grpcapi
 
 import (
 	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/chunkd/chunkd/addr"
-	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
-// The API handlers under arbitrary requests, against a healthy store: no
-// panic, no 5xx (nothing the client sends is the service's fault), and
-// every chunk answered hashes to its address. The seed corpus runs with
-// the test command; go test -fuzz=FuzzHTTPAPI ./server explores further.
-
-func FuzzHTTPAPI(f *testing.F) {
-	a := addr.Of([]byte("seed"))
-	for _, seed := range []struct {
-		method, path string
-		body         []byte
-	}{
-		{"GET", "/v1/dbs/db1", nil},
-		{"GET", "/v1/dbs/db1/chunks/" + a.String(), nil},
-		{"POST", "/v1/dbs/db1/chunks", a[:]},
-		{"POST", "/v1/dbs/db1/chunks", bytes.Repeat(a[:], 3)},
-		{"POST", "/v1/dbs/db1/chunks", []byte("short")},
-		{"POST", "/v1/dbs/db1/chunks", make([]byte, api.MaxBatchBody+20)},
-		{"GET", "/v1/dbs/..%2F..%2Fetc/chunks/" + a.String(), nil},
-		{"GET", "/v1/dbs/db1/chunks/zzzz", nil},
-		{"GET", "/v1/dbs/%00/chunks/" + a.String(), nil},
-		{"DELETE", "/v1/dbs/db1", nil},
-		{"GET", "/v1/dbs/nosuch/chunks/" + a.String(), nil},
-		{"PUT", "/metrics", nil},
-		{"GET", "/readyz", nil},
-	} {
-		f.Add(seed.method, seed.path, seed.body)
-	}
-	fx := newFixture(f, testdb.Options{Chunks: 20, Files: 2}, Config{MemBytes: 1 << 20})
-	h := NewHandler(fx.cache, prometheus.NewRegistry())
-	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
-		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \r\n\t#?") {
-			return // not a request line a client can send
-		}
-		req, err := http.NewRequest(method, "http://chunkd"+path, bytes.NewReader(body))
-		if err != nil {
-			return // nor is this (a bad method, say)
-		}
-		rec := httptest.NewRecorder()
-		func() {
-			defer func() {
-				if p := recover(); p != nil && p != http.ErrAbortHandler {
-					t.Fatalf("%s %s: panic %v", method, path, p)
-				}
-			}()
-			h.ServeHTTP(rec, req)
-		}()
-		if rec.Code >= 500 {
-			t.Fatalf("%s %s (%d-byte body): %d %s", method, path, len(body), rec.Code, rec.Body.String())
-		}
-		if rec.Code == 200 && method == "GET" && strings.Contains(path, "/chunks/") {
-			a, err := addr.Parse(path[strings.LastIndexByte(path, '/')+1:])
-			if err != nil || addr.Of(rec.Body.Bytes()) != a {
-				t.Fatalf("GET %s: 200 with bytes that do not hash to the address", path)
-			}
-		}
-	})
-}
+// The gRPC handlers under arbitrary requests, against a healthy store: no
+// Internal, Unknown or DataLoss (nothing the client sends is the
+// service's fault), and every chunk answered hashes to its address.
 
 // fakeStream is a server stream that collects what the handler sends.
 type fakeStream struct {
@@ -104,14 +47,14 @@ func FuzzGRPCAPI(f *testing.F) {
 	f.Add("../x", a[:], uint8(2))
 	f.Add("", []byte{}, uint8(0))
 	f.Add("nosuch", bytes.Repeat(a[:], 2), uint8(40))
-	fx := newFixture(f, testdb.Options{Chunks: 20, Files: 2}, Config{MemBytes: 1 << 20})
-	g := &grpcService{c: fx.cache}
+	fx := newFixture(f, testdb.Options{Chunks: 20, Files: 2}, cache.Config{MemBytes: 1 << 20})
+	g := &grpcService{c: fx.Cache, timeout: time.Minute}
 	f.Fuzz(func(t *testing.T, db string, raw []byte, n uint8) {
 		ctx := context.Background()
 		// Up to n addresses cut from raw (and from the database, to mix
 		// present ones in).
 		var as [][]byte
-		all := fx.db.All()
+		all := fx.DB.All()
 		for i := 0; i < int(n); i++ {
 			if i%3 == 0 {
 				as = append(as, all[i%len(all)][:])

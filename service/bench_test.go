@@ -1,39 +1,35 @@
-package server
+package service_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
+	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/internal/spin"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/chunkd/chunkd/service"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// benchService is an in-process service on loopback TCP with one database
-// of 16 KiB chunks whose files are already on disk.
+// benchService is an in-process service on loopback TCP with one
+// database of 16 KiB chunks whose file is already on disk.
 type benchService struct {
 	db     *testdb.DB
-	cache  *Cache
-	http   *httptest.Server
-	grpc   *grpc.Server
+	svc    *service.Service
+	url    string
 	gconn  *grpc.ClientConn
 	client *http.Client
 }
@@ -43,39 +39,28 @@ func newBenchService(b *testing.B, memBytes int64) *benchService {
 	ctx := context.Background()
 	st := testdb.NewStore(b)
 	db := testdb.MustMake(b, st, "bench", testdb.Options{Files: 1, Chunks: 2000, ChunkSize: 16 << 10})
-	reg := prometheus.NewRegistry()
-	c := newCache(b, Config{Store: st, CacheDir: b.TempDir(), MemBytes: memBytes, NoFsync: true, Registry: reg})
-	s := &benchService{db: db, cache: c}
-	s.http = httptest.NewServer(NewHandler(c, reg))
-	s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	svc := start(b, service.Config{Cache: cache.Config{Store: st, CacheDir: b.TempDir(), MemBytes: memBytes, NoFsync: true},
+		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", Spin: spin.DefaultMax})
+	s := &benchService{db: db, svc: svc, url: svc.URL(), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	var err error
+	s.gconn, err = grpc.NewClient(svc.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	s.grpc = NewGRPC(c)
-	go s.grpc.Serve(lis)
-	s.gconn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	b.Cleanup(func() { s.gconn.Close() })
 	// Download the file, then warm the memory tier if it is big enough.
+	c := svc.Cache
 	if _, err := c.GetChunk(ctx, "bench", db.Files[0].Addrs[0]); err != nil {
 		b.Fatal(err)
 	}
-	for c.dbs["bench"].tables[0].downloading() {
-		time.Sleep(time.Millisecond)
+	if err := c.WaitCached(ctx, "bench", time.Minute, nil); err != nil {
+		b.Fatal(err)
 	}
 	for _, a := range db.Files[0].Addrs {
 		if _, err := c.GetChunk(ctx, "bench", a); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.Cleanup(func() {
-		s.gconn.Close()
-		s.grpc.Stop()
-		s.http.Close()
-		c.Close()
-	})
 	return s
 }
 
@@ -136,7 +121,7 @@ func readSyscalls(b *testing.B) int64 {
 // disk hits of 16 KiB chunks on loopback, with a bare Go HTTP server
 // returning 16 KiB as the floor. Run side by side in one invocation:
 //
-//	go test -run '^$' -bench GetChunk -benchtime 5000x ./server/
+//	go test -run '^$' -bench GetChunk -benchtime 5000x ./service/
 func BenchmarkGetChunk(b *testing.B) {
 	payload := bytes.Repeat([]byte{7}, 16<<10)
 	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -157,7 +142,7 @@ func BenchmarkGetChunk(b *testing.B) {
 		addrs := s.db.Files[0].Addrs
 		urls := make([]string, len(addrs))
 		for i, a := range addrs {
-			urls[i] = s.http.URL + api.ChunkPath("bench", a)
+			urls[i] = s.url + api.ChunkPath("bench", a)
 		}
 		b.Run("http-"+tc.name, func(b *testing.B) {
 			before := readSyscalls(b)
@@ -191,7 +176,7 @@ func BenchmarkDiskReadsPerChunk(b *testing.B) {
 		addrs := s.db.Files[0].Addrs
 		before := readSyscalls(b)
 		for i := 0; i < b.N; i++ {
-			if err := httpGet(s.client, s.http.URL+api.ChunkPath("bench", addrs[i%len(addrs)]), tier); err != nil {
+			if err := httpGet(s.client, s.url+api.ChunkPath("bench", addrs[i%len(addrs)]), tier); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -201,98 +186,4 @@ func BenchmarkDiskReadsPerChunk(b *testing.B) {
 	m := run(mem, api.TierMemory)
 	d := run(disk, api.TierDisk)
 	b.ReportMetric(float64(d-m)/float64(b.N), "disk-reads/chunk")
-}
-
-// BenchmarkRestart10k measures how long a service takes to find 10,000
-// cached files again at startup (it trusts verified files: a directory
-// walk and a stat each, no reads).
-func BenchmarkRestart10k(b *testing.B) {
-	dir := b.TempDir()
-	st := testdb.NewStore(b)
-	body := bytes.Repeat([]byte{1}, 4096)
-	if err := os.WriteFile(filepath.Join(dir, api.CacheLayoutFile), []byte(api.CacheLayout), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	for i := 0; i < 10_000; i++ {
-		p := filepath.Join(dir, tablesDir, "db"+strconv.Itoa(i%100), addrOfInt(i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(p, body, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		c, err := New(Config{Store: st, CacheDir: dir, NoFsync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n := c.disk.fileCount(); n != 10_000 {
-			b.Fatalf("found %d files", n)
-		}
-		c.Close()
-	}
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/restart")
-}
-
-func addrOfInt(i int) string {
-	return addr.Of([]byte(strconv.Itoa(i))).String()
-}
-
-// BenchmarkHTTP1ChunkRead measures what a memory hit costs the service on
-// its fast path (HTTP1, the API's handler, as chunkd serve runs them): one
-// client on a raw loopback connection writes net/http's request for a
-// chunk and reads the answer; allocs/op are the service's (the client
-// reuses its buffers). Profile the service's side with -cpuprofile:
-//
-//	go test -run '^$' -bench HTTP1ChunkRead -benchtime 20000x -cpuprofile cpu.out ./server/
-func BenchmarkHTTP1ChunkRead(b *testing.B) {
-	s := newBenchService(b, 256<<20)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	router := NewHandler(s.cache, prometheus.NewRegistry())
-	h1 := &HTTP1{Server: &http.Server{Handler: router}, Fast: ChunkReads(router)}
-	go h1.Serve(ln) //nolint:errcheck // ends with Close
-	b.Cleanup(func() { h1.Close() })
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	addrs := s.db.Files[0].Addrs
-	reqs := make([][]byte, len(addrs))
-	for i, a := range addrs {
-		reqs[i] = []byte("GET " + api.ChunkPath("bench", a) + " HTTP/1.1\r\nHost: " + ln.Addr().String() + "\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
-	}
-	br := bufio.NewReaderSize(nc, 64<<10)
-	body := make([]byte, 16<<10)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := nc.Write(reqs[i%len(reqs)]); err != nil {
-			b.Fatal(err)
-		}
-		n := -1
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(line) == 2 {
-				break
-			}
-			if v, ok := bytes.CutPrefix(line, []byte("Content-Length: ")); ok {
-				n, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
-			}
-		}
-		if n != len(body) {
-			b.Fatalf("answer of %d bytes, want %d", n, len(body))
-		}
-		if _, err := io.ReadFull(br, body); err != nil {
-			b.Fatal(err)
-		}
-	}
 }
