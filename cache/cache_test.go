@@ -997,7 +997,7 @@ func TestFreshRootNotShared(t *testing.T) {
 	<-g.headed // the first check has read the old manifest's version
 	next := f.newVersion(t, 9)
 	second := freshRoot(t, c)
-	waitGoroutines(t, "server.(*database).refreshNow(", 2) // the second request waits on the first check
+	waitGoroutines(t, "cache.(*database).refreshNow(", 2) // the second request waits on the first check
 	close(g.released)
 	// The first is answered the root its check read, or a newer one if
 	// the second's check published it first.
@@ -1049,7 +1049,7 @@ func TestRootNeverGoesBack(t *testing.T) {
 	<-g.reached // the shared refresh has read version 1
 	v2 := f.newVersion(t, 22)
 	fresh := freshRoot(t, c)
-	waitGoroutines(t, "server.(*database).refreshNow(", 1) // the fresh request waits on its read
+	waitGoroutines(t, "cache.(*database).refreshNow(", 1) // the fresh request waits on its read
 	close(g.released)
 	<-shared
 	if info := <-fresh; info.Root != v2.Root.String() {

@@ -89,20 +89,21 @@ func New(cfg Config) *API {
 	}
 	a := &API{c: cfg.Cache, guard: cfg.Guard, timeout: cfg.ClientTimeout, req: reqmetrics.On(cfg.Registry), mux: http.NewServeMux()}
 	a.chunk = &chunkHandler{a: a, o: a.observer("http_get_chunk")}
-	routes := append(a.coreRoutes(), cfg.Routes...)
-	routes = append(routes,
+	routes := append(a.coreRoutes(),
 		Route{Pattern: "GET /metrics", Handler: promhttp.HandlerFor(cfg.Gather, promhttp.HandlerOpts{}), Need: auth.MetricsToken},
 		Route{Pattern: "GET /healthz", Handler: http.HandlerFunc(healthz), Need: auth.Open},
 		Route{Pattern: "GET /readyz", Handler: http.HandlerFunc(a.readyz), Need: auth.Open},
 	)
-	for _, r := range routes {
+	for _, r := range cfg.Routes {
+		if mayOutrankChunk(r.Pattern) {
+			a.chunk = nil // leave every match to the mux
+		}
+	}
+	for _, r := range append(routes, cfg.Routes...) {
 		if !r.Need.Valid() {
 			panic("httpapi: route " + r.Pattern + " has no access rule (Route.Need)")
 		}
 		a.mux.Handle(r.Pattern, a.wrap(r))
-		if r.Pattern != api.PatternChunk && mayOutrankChunk(r.Pattern) {
-			a.chunk = nil // leave every match to the mux
-		}
 	}
 	return a
 }

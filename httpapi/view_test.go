@@ -11,7 +11,6 @@ import (
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/testdb"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func getJSON(t *testing.T, method, url string, into any) int {
@@ -34,7 +33,6 @@ func getJSON(t *testing.T, method, url string, into any) int {
 // TestCacheView reads a database through every tier and checks what
 // GET /v1/cache and GET /v1/dbs say, then drops its files.
 func TestCacheView(t *testing.T) {
-	reg := prometheus.NewRegistry()
 	f := newFixture(t, testdb.Options{Chunks: 20, Files: 2}, cache.Config{MemBytes: 64 << 20, DiskBytes: 1 << 30})
 	srv := httptest.NewServer(newAPI(f))
 	defer srv.Close()
@@ -81,7 +79,7 @@ func TestCacheView(t *testing.T) {
 	}
 
 	// Gauges of memory and disk in use.
-	mf, err := reg.Gather()
+	mf, err := f.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
