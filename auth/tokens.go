@@ -1,5 +1,9 @@
-// Package auth reads the bearer-token files of "chunkd serve --auth-tokens"
-// and answers which databases a token may read.
+// Package auth decides who may call the cache service: it reads the
+// bearer-token files of "chunkd serve --auth-tokens" and answers which
+// databases a token may read (tokens.go), checks a call against the rule
+// its route or method carries (guard.go: the transports and features own
+// their routes and rules; the guard names none), and loads the service's
+// TLS certificate files (tls.go).
 //
 // A token file has one token per line, followed by the databases it may
 // read, separated by spaces or tabs: database names, or glob patterns in

@@ -29,8 +29,8 @@ type Config struct {
 
 	MemBytes  int64 // decoded chunks kept in memory (default 256 MiB)
 	DiskBytes int64 // table files kept on disk (default 10 GiB)
-	NoFsync    bool // skip fsync of downloads (faster, not crash safe)
-	Miss       MissPolicy
+	NoFsync   bool  // skip fsync of downloads (faster, not crash safe)
+	Miss      MissPolicy
 
 	// StoreTimeout bounds one read-through from the store (default 10 s).
 	StoreTimeout time.Duration

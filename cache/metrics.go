@@ -10,8 +10,8 @@ import (
 
 // metrics are the service's Prometheus metrics, all prefixed chunkd_.
 type metrics struct {
-	hits       *prometheus.CounterVec   // chunks served, by tier
-	hitBytes   *prometheus.CounterVec   // bytes served, by tier
+	hits       *prometheus.CounterVec // chunks served, by tier
+	hitBytes   *prometheus.CounterVec // bytes served, by tier
 	storeReqs  prometheus.Counter
 	storeBytes prometheus.Counter
 	downloads  *prometheus.CounterVec // by result: started, finished, failed

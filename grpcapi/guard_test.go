@@ -44,7 +44,7 @@ func TestGuardRuleDecides(t *testing.T) {
 		{"/test.Chunk/Get", "right", msg, codes.PermissionDenied},
 		{"/test.Chunk/Get", "other", msg, codes.OK},
 		{"/test.Chunk/Get", "other", &healthpb.HealthCheckRequest{}, codes.PermissionDenied}, // names no database
-		{"/test.Unknown/Get", "right", msg, codes.PermissionDenied},                         // no rule
+		{"/test.Unknown/Get", "right", msg, codes.PermissionDenied},                          // no rule
 	} {
 		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+c.token))
 		if _, err := g.check(ctx, c.method, c.msg); status.Code(err) != c.want {

@@ -55,7 +55,7 @@ func New(cfg Config, services ...Service) *grpc.Server {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	rules := map[string]auth.Need{
-		healthpb.Health_ServiceDesc.ServiceName: auth.Open,
+		healthpb.Health_ServiceDesc.ServiceName:    auth.Open,
 		"grpc.reflection.v1.ServerReflection":      auth.AnyToken,
 		"grpc.reflection.v1alpha.ServerReflection": auth.AnyToken,
 	}

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/chunkd/chunkd/internal/spin"
 	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/internal/spin"
 	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/store"
 	"github.com/dustin/go-humanize"
