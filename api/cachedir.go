@@ -11,6 +11,13 @@ package api
 //	DIR/sums/<store key>    each one's sums (tablefile.Sums), written before it
 //	DIR/tmp/                downloads in progress; never read
 //	DIR/dbs/<db>.json       each database's last known table files (the service's own)
+//	DIR/host                a random token the running service wrote at its start
+//
+// A client finds out that it runs on the service's host (or shares its
+// cache directory) without being told: it asks the service for its
+// HostInfo (api.PatternHost), and reads the file HostInfo.Dir/host; if the
+// file holds HostInfo.Token, the client sees the service's directory and
+// reads it directly.
 //
 // A file enters tables/ only by a rename after the service has checked its
 // footer and index, every record's CRC-32C (or zstd frame), and that every
@@ -27,9 +34,23 @@ const (
 	CacheDBsDir     = "dbs"
 	CacheLayoutFile = "chunkd-cache"
 	CacheLockFile   = "lock"
+	CacheHostFile   = "host"
 	// CacheLayout is the marker's contents for the layout above. A cache
 	// directory without it (or with other contents) was written by another
 	// version: the service empties its tables/ at startup, and clients
 	// hash every chunk they read from it.
 	CacheLayout = "chunkd cache directory, layout 3: every chunk under tables/ was checked against its address; sums/ holds each file's sums\n"
 )
+
+// PatternHost is the route of GET the service's HostInfo.
+const PatternHost = "GET /v1/host"
+
+// HostPath is the URL path of the service's HostInfo.
+const HostPath = "/v1/host"
+
+// HostInfo says where a service keeps its cache directory, and the token
+// in its host file that proves a client sees the same directory.
+type HostInfo struct {
+	Dir   string `json:"cache_dir"` // absolute
+	Token string `json:"token"`
+}

@@ -160,7 +160,7 @@ func (m *sqlMeasure) query(ctx context.Context, run int, q sqlQuery, ids []int64
 		}
 		if err == nil {
 			_, err = m.path(ctx, run, q, ids, pathSameHost, local.rows, func() (*sqlDB, error) {
-				return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, local: m.svcDir, log: cfg.Log})
+				return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, sameHost: true, log: cfg.Log})
 			})
 		}
 	}

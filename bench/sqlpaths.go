@@ -130,13 +130,14 @@ func (ds *sqlDataset) describe(what string) string {
 // sqlDB is a database open on one path.
 type sqlDB struct {
 	*sqlitevfs.DB
-	c *client.Client // nil for the local file
+	c      *client.Client    // nil for the local file
+	opened *sqlchunks.Opened // its version, for a chunkd path
 }
 
 func (d *sqlDB) close() {
 	d.DB.Close()
-	if d.c != nil {
-		d.c.Close()
+	if d.opened != nil {
+		d.opened.Close()
 	}
 }
 
@@ -161,47 +162,45 @@ func openLocalDB(file string, o *sqlitevfs.Options) (*sqlDB, error) {
 
 // tierOpts say how a chunkd path opens the database.
 type tierOpts struct {
-	store   store.Store // as the client sees it (with the emulated round trip)
-	db      string
-	service string // the service's URL; "" reads the store directly
-	local   string // the service's cache dir, read directly (same host)
-	mem     int64  // the client's memory tier: 0 its default (256 MiB), < 0 none
-	prewarm bool   // read every page into the memory tier before opening
-	sqlite  *sqlitevfs.Options
-	log     io.Writer // the client's warnings
+	store    store.Store // as the client sees it (with the emulated round trip)
+	db       string
+	service  string // the service's URL; "" reads the store directly
+	sameHost bool   // read the service's cache dir, which the client finds by itself (else: through its HTTP API only)
+	mem      int64  // the client's memory tier: 0 its default (256 MiB), < 0 none
+	prewarm  bool   // read every page into the memory tier before the first query
+	sqlite   *sqlitevfs.Options
+	log      io.Writer // the client's warnings
 }
 
-// openTierDB opens the head version through a new client, as a new
-// "chunkd sql" process would (manifest, root, page map, then pages).
+// openTierDB opens the head version as a new "chunkd sql" process would
+// (sqlchunks.Open: through a service, its open set; on its host, its
+// page image).
 func openTierDB(ctx context.Context, o tierOpts) (*sqlDB, error) {
-	logger := slog.New(slog.NewTextHandler(o.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := client.Open(ctx, client.Options{Store: o.store, DB: o.db, Service: o.service, LocalDir: o.local, MemBytes: o.mem, Logger: logger})
+	src := sqlchunks.Source{Store: o.store, DB: o.db, Service: o.service, MemBytes: o.mem,
+		Logger: slog.New(slog.NewTextHandler(o.log, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if o.service != "" && !o.sameHost {
+		src.ServiceDir = client.NoLocalDir // the service's host, measured as another host
+	}
+	v, err := sqlchunks.Open(ctx, src)
 	if err != nil {
 		return nil, err
 	}
-	// The zero root opens the head: through a service, its open set names
-	// it (no request of its own), as "chunkd sql" does.
-	var root addr.Addr
+	if o.sameHost && v.Client.LocalDir() == "" {
+		v.Close()
+		return nil, fmt.Errorf("the same-host client did not find the service's cache directory")
+	}
 	if o.prewarm {
-		if root, err = sqlchunks.Head(ctx, c); err != nil {
-			c.Close()
-			return nil, err
-		}
-		if err := prewarm(ctx, c, root); err != nil {
-			c.Close()
+		if err := prewarm(ctx, v.Client, v.Root); err != nil {
+			v.Close()
 			return nil, err
 		}
 	}
-	var r sqlchunks.ChunkReader = c
-	if o.local != "" { // a same-host service: its page image, no request per page
-		r = sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage, c.OpenVersionImage))
-	}
-	d, err := sqlchunks.OpenVersion(ctx, r, root, o.sqlite)
+	d, err := v.DB(o.sqlite)
 	if err != nil {
-		c.Close()
+		v.Close()
 		return nil, err
 	}
-	return &sqlDB{DB: d, c: c}, nil
+	return &sqlDB{DB: d, c: v.Client, opened: v}, nil
 }
 
 // prewarm reads every page of version root through c, so that its memory
@@ -355,7 +354,7 @@ func warmService(ctx context.Context, r *Runner, binary string, ds *sqlDataset, 
 // service at url (as the same-host path's first reader does) and waits
 // until the service has filled it: a warm service has its image too.
 func waitImage(ctx context.Context, ds *sqlDataset, url, cacheDir string, limit time.Duration) error {
-	c, err := client.Open(ctx, client.Options{Store: ds.far, DB: ds.db, Service: url, LocalDir: cacheDir, MemBytes: -1})
+	c, err := client.Open(ctx, client.Options{Store: ds.far, DB: ds.db, Service: url, LocalDir: cacheDir, MemBytes: -1}) // the directory checked against the service
 	if err != nil {
 		return err
 	}

@@ -114,7 +114,7 @@ func (rig *sqlRig) openPaths(ctx context.Context, r *Runner, o *sqlitevfs.Option
 		case pathServiceMem:
 			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, prewarm: true, sqlite: o, log: cfg.Log})
 		case pathSameHost:
-			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, local: rig.cacheDir, mem: -1, sqlite: o, log: cfg.Log})
+			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, sameHost: true, mem: -1, sqlite: o, log: cfg.Log})
 		case pathStoreDirect:
 			p.db, err = openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, mem: -1, sqlite: o, log: cfg.Log})
 		}

@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +37,9 @@ type disk struct {
 	m     *metrics
 	lock  *os.File
 	hooks *hooks
+	// host is what the service tells clients of its directory, the
+	// token of which it wrote to api.CacheHostFile at start.
+	host api.HostInfo
 
 	mu    sync.Mutex
 	files map[string]*cachedFile // by store key
@@ -83,6 +88,9 @@ func openDisk(dir string, max int64, fsync bool, m *metrics, h *hooks) (d *disk,
 		}
 	}
 	if dropped, err = checkLayout(dir); err != nil {
+		return nil, 0, fmt.Errorf("cache directory: %w", err)
+	}
+	if d.host, err = writeHostFile(dir); err != nil {
 		return nil, 0, fmt.Errorf("cache directory: %w", err)
 	}
 	// Partial downloads of a previous run are never served: remove them.
@@ -280,6 +288,24 @@ func (d *disk) evictOne() (int64, bool) {
 		return 0, false
 	}
 	return before - d.used, true
+}
+
+// writeHostFile writes a new random token to dir's host file (a
+// temporary file renamed over it: a reader sees the old token or the new
+// one) and returns the directory's HostInfo.
+func writeHostFile(dir string) (api.HostInfo, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return api.HostInfo{}, err
+	}
+	b := make([]byte, 16)
+	rand.Read(b)
+	info := api.HostInfo{Dir: abs, Token: hex.EncodeToString(b)}
+	tmp := filepath.Join(dir, tmpDir, api.CacheHostFile)
+	if err := os.WriteFile(tmp, []byte(info.Token+"\n"), 0o644); err != nil {
+		return api.HostInfo{}, err
+	}
+	return info, os.Rename(tmp, filepath.Join(dir, api.CacheHostFile))
 }
 
 // inUse counts the files readers hold.

@@ -160,6 +160,11 @@ func (c *Cache) DropCached(ctx context.Context, db string) (api.DropResult, erro
 	return api.DropResult{DB: db, Files: files, Bytes: bytes}, nil
 }
 
+// Host says where the cache directory is and the token its host file
+// holds, for a client on this host to prove it sees the directory
+// (api.PatternHost).
+func (c *Cache) Host() api.HostInfo { return c.disk.host }
+
 // FilesInUse counts the cached files that readers hold open now. Files
 // are released before answers are written, so a client that stalls
 // holds none.

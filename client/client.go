@@ -121,7 +121,12 @@ type Options struct {
 	// --manifest-ttl old, with no store round trip.
 	FreshRoot bool
 	// LocalDir is the cache directory (--cache-dir) of a cache service on
-	// this host. Table files the service has verified and kept there are
+	// this host. "" means the client finds out (an HTTP service says
+	// where its directory is, and the client checks the token the service
+	// wrote there: a client on the service's host, or sharing its
+	// directory, reads it, any other reads through the API); NoLocalDir
+	// means never; a directory given must be the service's, or Open fails
+	// saying why. Table files the service has verified and kept there are
 	// read directly, in the reading goroutine, skipping the service's HTTP
 	// or gRPC round trip. The service hashed every chunk of those files
 	// against its address before keeping them (the directory's layout
@@ -326,6 +331,10 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 			c.Close()
 			return nil, err
 		}
+	}
+	if err := c.findLocalDir(ctx); err != nil {
+		c.Close()
+		return nil, err
 	}
 	c.st = &storeTier{c: c, mdb: mdb, rootReady: make(chan struct{})}
 	switch {

@@ -53,6 +53,9 @@ func open(t testing.TB, o Options) *Client {
 	if o.ServiceTimeout == 0 {
 		o.ServiceTimeout = -1
 	}
+	if o.LocalDir == "" {
+		o.LocalDir = NoLocalDir // the services of these tests run here: read them as from another host
+	}
 	c, err := Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -1183,6 +1186,54 @@ func waitLoaded(t *testing.T, c *Client) {
 	t.Helper()
 	if _, err := c.st.current(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLocalDirFound: a client of a service on this host finds its cache
+// directory by itself (the service says where it is, and the token in its
+// host file proves the client sees it); a directory given that is not
+// the service's (another service's, one that is not there, one given
+// without a service) is an error that says why; NoLocalDir reads
+// through the API only.
+func TestLocalDirFound(t *testing.T) {
+	s, db, dir, url := serviceWithCopy(t)
+	ctx := context.Background()
+	c, err := Open(ctx, Options{Store: s, DB: "db1", Service: url, MemBytes: -1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if abs, _ := filepath.Abs(dir); c.LocalDir() != abs {
+		t.Fatalf("found %q, want the service's %q", c.LocalDir(), abs)
+	}
+	waitLoaded(t, c)
+	getAll(t, c, db, db.Files[0].Addrs[:3])
+	if st := c.Stats(); st.LocalChunks != 3 || st.Service.Chunks != 0 {
+		t.Fatalf("read from the service's files: %v, want 3 local chunks", st)
+	}
+	_, _, otherDir, _ := serviceWithCopy(t)
+	for name, o := range map[string]Options{
+		"another service's": {Store: s, DB: "db1", Service: url, LocalDir: otherDir},
+		"not there":         {Store: s, DB: "db1", Service: url, LocalDir: filepath.Join(dir, "nope")},
+		"not a service's":   {Store: s, DB: "db1", Service: url, LocalDir: t.TempDir()},
+		"without a service": {Store: s, DB: "db1", LocalDir: dir},
+	} {
+		o.Logger = quiet()
+		if c, err := Open(ctx, o); err == nil {
+			c.Close()
+			t.Errorf("%s directory: opened, want an error", name)
+		} else {
+			t.Logf("%s directory: %v", name, err)
+		}
+	}
+	none, err := Open(ctx, Options{Store: s, DB: "db1", Service: url, LocalDir: NoLocalDir, MemBytes: -1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Close()
+	getAll(t, none, db, db.Files[0].Addrs[:3])
+	if st := none.Stats(); none.LocalDir() != "" || st.LocalChunks != 0 || st.Service.Chunks != 3 {
+		t.Fatalf("NoLocalDir: dir %q, %v; want every chunk from the service", none.LocalDir(), st)
 	}
 }
 

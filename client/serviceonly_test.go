@@ -22,10 +22,15 @@ func TestServiceOnly(t *testing.T) {
 	t.Run("http", func(t *testing.T) { testServiceOnly(t, db, srv.URL, "http://") })
 	gsURL := serveGRPC(t, grpcServer(newCache(t, s, cache.ReadThrough)))
 	t.Run("grpc", func(t *testing.T) { testServiceOnly(t, db, gsURL, "grpc://") })
-	// A same-host directory without a store: its table files are found
-	// through the manifest, so only the service's page images are used;
-	// reads still work, through the service.
-	c4 := open(t, Options{DB: "db1", Service: srv.URL, LocalDir: t.TempDir()})
+	// A same-host client without a store finds the service's directory,
+	// but its table files are found through the manifest, so only the
+	// service's page images are used; reads still work, through the
+	// service.
+	c4, err := Open(context.Background(), Options{DB: "db1", Service: srv.URL, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c4.Close()
 	getAll(t, c4, db, db.All()[:3])
 }
 

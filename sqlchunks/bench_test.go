@@ -111,7 +111,7 @@ type freshStats struct {
 // process would.
 func seedQueryFresh(ctx context.Context, s store.Store, svc string, readAhead int) (freshStats, error) {
 	start := time.Now()
-	c, err := client.Open(ctx, client.Options{Store: s, DB: "bench", Service: svc, Logger: quietLog()})
+	c, err := client.Open(ctx, client.Options{Store: s, DB: "bench", Service: svc, LocalDir: client.NoLocalDir, Logger: quietLog()})
 	if err != nil {
 		return freshStats{}, err
 	}

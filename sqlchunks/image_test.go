@@ -96,17 +96,27 @@ func (h *sameHost) client(t *testing.T, db string) *client.Client {
 	return c
 }
 
-// open opens the head of db as a fresh same-host process would, with the
-// page image.
+// open opens the head of db as a fresh same-host process would
+// (sqlchunks.Open, naming only the service: the client finds the
+// service's directory and the version's page image by itself).
 func (h *sameHost) open(t *testing.T, db string) (*client.Client, *sql.DB) {
 	t.Helper()
-	c := h.client(t, db)
-	d, err := OpenVersion(context.Background(), WithImages(c, ImagesOf(c.OpenImage, c.OpenVersionImage)), addr.Addr{}, nil)
+	return h.openDir(t, db, "")
+}
+
+// openDir is open with the service's directory given as dir (Source.ServiceDir).
+func (h *sameHost) openDir(t *testing.T, db, dir string) (*client.Client, *sql.DB) {
+	t.Helper()
+	v, err := Open(context.Background(), Source{Store: h.s, DB: db, Service: h.srv.URL, ServiceDir: dir, MemBytes: -1, ServiceTimeout: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Close(); c.Close() })
-	return c, d.DB
+	d, err := v.DB(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); v.Close() })
+	return v.Client, d.DB
 }
 
 // waitImage waits until the service's background fill has filled every
@@ -154,11 +164,12 @@ func TestPageImage(t *testing.T) {
 	waitImage(t, h.dir) // the service's background fill
 
 	// A fresh process on the warm service: every page from the image,
-	// which it opens by the version's root: one request, no page map
-	// (nor any other chunk) read, no registration sent.
+	// which it opens by the version's root: two requests (where the
+	// service's directory is, and the image), no page map (nor any other
+	// chunk) read, no registration sent.
 	opens := h.versionImages.Load()
 	c2, d2 := h.open(t, "img")
-	if st := c2.Stats(); h.versionImages.Load() != opens+1 || h.registrations.Load() != 0 || st.Service.Requests != 1 || st.Service.Chunks != 0 || st.Store.Requests != 0 {
+	if st := c2.Stats(); h.versionImages.Load() != opens+1 || h.registrations.Load() != 0 || st.Service.Requests != 2 || st.Service.Chunks != 0 || st.Store.Requests != 0 {
 		t.Fatalf("second process's open: %d version image opens, %d registrations (want 1 and none): %v", h.versionImages.Load()-opens, h.registrations.Load(), st)
 	}
 	// Its first point lookup walks down page 1 and interior pages read
@@ -294,8 +305,9 @@ func TestPageImageEvicted(t *testing.T) {
 	sameResults(t, "second database, its image evicted", plainB, d2, queries)
 }
 
-// TestPageImageMissing: without the service's directory, or with a budget
-// too small for the image, the same-host client reads through the tiers.
+// TestPageImageMissing: with a budget too small for the image, or not
+// reading the service's directory, the same-host client reads through
+// the tiers; a directory given that is not the service's is an error.
 func TestPageImageMissing(t *testing.T) {
 	plain, h := sameHostImport(t, 4, 4096)  // an image of more than one page does not fit
 	few := []string{queries[0], queries[5]} // reads through the service, page by page
@@ -315,11 +327,21 @@ func TestPageImageMissing(t *testing.T) {
 	if st := c.Stats(); st.ImageReads+st.ImageFills != 0 || st.Service.Chunks == 0 {
 		t.Fatalf("image over budget: %v", st)
 	}
-	h.dir = t.TempDir() // not the service's directory
-	c, d = h.open(t, "img")
-	sameResults(t, "wrong directory", plain, d, few)
-	if st := c.Stats(); st.ImageReads+st.ImageFills != 0 {
-		t.Fatalf("wrong directory: %v", st)
+	// The service's directory not read (as from another host): through
+	// the service, page by page.
+	c, d = h.openDir(t, "img", client.NoLocalDir)
+	sameResults(t, "the directory not read", plain, d, few)
+	if st := c.Stats(); st.ImageReads+st.ImageFills != 0 || st.Service.Chunks == 0 {
+		t.Fatalf("the directory not read: %v", st)
+	}
+	// A directory given that is not the service's: an error saying so,
+	// not a silent read through the service.
+	wrong := t.TempDir()
+	if v, err := Open(context.Background(), Source{Store: h.s, DB: "img", Service: h.srv.URL, ServiceDir: wrong, Logger: quietLog()}); err == nil || !strings.Contains(err.Error(), wrong) {
+		if v != nil {
+			v.Close()
+		}
+		t.Fatalf("a directory not the service's: %v, want an error naming it", err)
 	}
 }
 

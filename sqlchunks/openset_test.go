@@ -199,7 +199,7 @@ func serveVersion(t *testing.T, path string, o ImportOptions) (*ImportResult, st
 
 // newServiceOnlyClient is a client of the service at url alone.
 func newServiceOnlyClient(t *testing.T, db, url string) *client.Client {
-	c, err := client.Open(context.Background(), client.Options{DB: db, Service: url, MemBytes: -1, Logger: quietLog()})
+	c, err := client.Open(context.Background(), client.Options{DB: db, Service: url, LocalDir: client.NoLocalDir, MemBytes: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}

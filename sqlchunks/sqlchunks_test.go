@@ -57,12 +57,14 @@ func importFile(t testing.TB, s store.Store, path string, o ImportOptions) *Impo
 	return res
 }
 
-// newClient opens a client of database db, through service svc if not "".
-// It never hedges: tests count what came from the service, and on a busy
-// machine a service request can take longer than the hedge delay.
+// newClient opens a client of database db, through service svc if not "",
+// reading the service as from another host (the services of these tests
+// run here: TestPageImage reads one as a same-host client). It never
+// hedges: tests count what came from the service, and on a busy machine
+// a service request can take longer than the hedge delay.
 func newClient(t testing.TB, s store.Store, db, svc string) *client.Client {
 	t.Helper()
-	c, err := client.Open(context.Background(), client.Options{Store: s, DB: db, Service: svc, ServiceTimeout: -1, Logger: quietLog()})
+	c, err := client.Open(context.Background(), client.Options{Store: s, DB: db, Service: svc, LocalDir: client.NoLocalDir, ServiceTimeout: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
