@@ -109,6 +109,10 @@ type TableInfo struct {
 type Error struct {
 	// Message says what went wrong.
 	Message string `json:"error"`
+	// Kind names what went wrong in the terms a client acts on, as
+	// docs/service.md's error table does ("unknown database", "no such
+	// version", ...); "" from a service that does not say.
+	Kind string `json:"kind,omitempty"`
 	// Code is the HTTP status code the error came with. It is not part of
 	// the JSON body; ReadError fills it in.
 	Code int `json:"-"`
@@ -124,7 +128,12 @@ func (e *Error) Error() string {
 
 // WriteError answers with status code and the JSON body {"error": msg}.
 func WriteError(w http.ResponseWriter, code int, msg string) {
-	body, err := json.Marshal(Error{Message: msg})
+	WriteErrorKind(w, code, "", msg)
+}
+
+// WriteErrorKind is WriteError with the error's kind (Error.Kind).
+func WriteErrorKind(w http.ResponseWriter, code int, kind, msg string) {
+	body, err := json.Marshal(Error{Message: msg, Kind: kind})
 	if err != nil { // cannot happen for a string, but never send nothing
 		body = []byte(`{"error":"internal error"}`)
 	}
@@ -136,6 +145,13 @@ func WriteError(w http.ResponseWriter, code int, msg string) {
 	w.WriteHeader(code)
 	w.Write(append(body, '\n')) //nolint:errcheck // nothing to do if the client left
 }
+
+// Kinds of errors a client acts on (Error.Kind).
+const (
+	// KindNoSuchVersion: the database has no version of the root asked
+	// for (the all-zero root names none).
+	KindNoSuchVersion = "no such version"
+)
 
 // maxErrorBody is how much of an error body ReadError reads.
 const maxErrorBody = 64 << 10
@@ -152,7 +168,7 @@ func ReadError(resp *http.Response) *Error {
 	}
 	var parsed Error
 	if json.Unmarshal(body, &parsed) == nil && parsed.Message != "" {
-		e.Message = parsed.Message
+		e.Message, e.Kind = parsed.Message, parsed.Kind
 		return e
 	}
 	text, _, _ := strings.Cut(string(bytes.TrimSpace(body)), "\n")

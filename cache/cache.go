@@ -357,6 +357,38 @@ func (c *Cache) Root(ctx context.Context, db string, fresh bool) (api.RootInfo, 
 	return d.currentRoot(ctx, fresh)
 }
 
+// CheckVersion checks that root names a version of database db: that
+// one of its files holds the root chunk. A root it does not know yet
+// makes it read the store's manifest again first (a version published a
+// moment ago is known at once, not after ManifestTTL), in a read that
+// began after the call, shared by concurrent callers and at most one per
+// database every minFreshInterval. A root no version has (the all-zero
+// root included) is an error of KindNoSuchVersion.
+func (c *Cache) CheckVersion(ctx context.Context, db string, root addr.Addr) error {
+	d, err := c.database(ctx, db)
+	if err != nil {
+		return err
+	}
+	if root.IsEmpty() {
+		return Errorf(KindNoSuchVersion, nil, "no such version %s of database %q: the all-zero root names no version", root, db)
+	}
+	for fresh := false; ; fresh = true {
+		t, _, err := d.find(ctx, root)
+		if err != nil {
+			return err
+		}
+		if t != nil {
+			return nil
+		}
+		if fresh {
+			return Errorf(KindNoSuchVersion, nil, "no such version %s of database %q: no table file of its manifest holds that root", root, db)
+		}
+		if err := d.refreshNow(ctx); err != nil {
+			return err
+		}
+	}
+}
+
 // FreshRoot is Root checked against the store now: where Root with fresh
 // answers the last root known, marked stale, when the store's manifest
 // cannot be read, FreshRoot fails with the store's kind (unreachable,

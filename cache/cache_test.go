@@ -22,6 +22,7 @@ import (
 	"github.com/chunkd/chunkd/internal/faultstore"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/store"
+	"github.com/chunkd/chunkd/store/folder"
 	_ "github.com/chunkd/chunkd/store/folder"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -1103,5 +1104,93 @@ func TestRootKeptFresh(t *testing.T) {
 	info, err := c.Root(ctx, "db1", false)
 	if err != nil || info.AgeMS >= ttl.Milliseconds() {
 		t.Fatalf("Root: %+v, %v: want an answer younger than the TTL", info, err)
+	}
+}
+
+// TestStoreVanishes: a folder store whose directory is moved away while
+// the service runs is unreachable, never "no such database": the files
+// on disk are still served, the others fail with the store's kind, the
+// root is the last one known (stale), and the service says it is
+// degraded; the same after a restart with the store still gone.
+func TestStoreVanishes(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 10, Files: 2}, Config{MemBytes: 1, ManifestTTL: 10 * time.Millisecond})
+	ctx := context.Background()
+	cached, other := f.db.Files[0], f.db.Files[1]
+	f.get(cached.Addrs[0])
+	if err := f.cache.WaitCached(ctx, "db1", time.Minute, func(ti api.TableInfo) bool { return ti.Name == cached.Name }); err != nil {
+		t.Fatal(err)
+	}
+	root := f.fs.Store.(*folder.Store).Root()
+	if err := os.Rename(root, root+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		time.Sleep(20 * time.Millisecond) // past the TTL: the manifest is read again
+		if r, err := f.cache.GetChunk(ctx, "db1", cached.Addrs[1]); err != nil || !r.Found {
+			t.Errorf("%s: a chunk of the cached file: %+v, %v", when, r, err)
+		}
+		if _, err := f.cache.GetChunk(ctx, "db1", other.Addrs[1]); KindOf(err) != KindStoreUnreachable {
+			t.Errorf("%s: a chunk of a file not cached: %v (kind %v), want store unreachable", when, err, KindOf(err))
+		}
+		if info, err := f.cache.Root(ctx, "db1", true); err != nil || !info.Stale || info.Root != f.db.Root.String() {
+			t.Errorf("%s: root %+v, %v; want the last one, stale", when, info, err)
+		}
+		if _, err := f.cache.GetChunk(ctx, "never-loaded", other.Addrs[1]); KindOf(err) != KindStoreUnreachable {
+			t.Errorf("%s: a database never loaded: %v (kind %v), want store unreachable", when, err, KindOf(err))
+		}
+		if ok, note := f.cache.Ready(); !ok || !strings.Contains(note, "does not exist") {
+			t.Errorf("%s: ready %v, %q; want ready, degraded, saying the store does not exist", when, ok, note)
+		}
+	}
+	check("moved away")
+	f.cache.Close()
+	f.open(Config{MemBytes: 1, ManifestTTL: 10 * time.Millisecond})
+	check("after a restart")
+}
+
+// TestCheckVersion: a version published a moment ago is known at once
+// (the manifest read again, not after its TTL); a root no version has,
+// and the all-zero root, are "no such version"; a flood of unknown roots
+// reads the manifest a bounded number of times.
+func TestCheckVersion(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
+	cs := &countingStore{Store: f.fs}
+	f.cache.Close()
+	c := newCache(t, Config{ManifestTTL: time.Hour, Store: cs, CacheDir: f.dir})
+	if err := c.CheckVersion(ctx, "db1", f.db.Root); err != nil {
+		t.Fatalf("the current version: %v", err)
+	}
+	next := f.newVersion(t, 7)
+	if err := c.CheckVersion(ctx, "db1", next.Root); err != nil {
+		t.Fatalf("a version published a moment ago: %v", err)
+	}
+	for _, root := range []addr.Addr{{}, addr.Of([]byte("no version"))} {
+		err := c.CheckVersion(ctx, "db1", root)
+		if KindOf(err) != KindNoSuchVersion || !strings.Contains(err.Error(), root.String()) {
+			t.Errorf("root %s: %v, want no such version naming it", root, err)
+		}
+	}
+	// 40 unknown roots asked at once, then one after the other: each
+	// waits for a read that began after it asked, and reads are spaced by
+	// minFreshInterval, so the store sees few.
+	before := cs.heads.Load() + cs.opens.Load() + cs.gets.Load()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.CheckVersion(ctx, "db1", addr.Of([]byte{byte(i)}))
+		}()
+	}
+	wg.Wait()
+	for i := range 5 {
+		c.CheckVersion(ctx, "db1", addr.Of([]byte{byte(100 + i)}))
+	}
+	reads := cs.heads.Load() + cs.opens.Load() + cs.gets.Load() - before
+	if limit := int64(time.Since(start)/minFreshInterval) + 2; reads > limit {
+		t.Errorf("45 unknown roots in %v read the store %d times, want at most %d (one per %v)", time.Since(start), reads, limit, minFreshInterval)
 	}
 }

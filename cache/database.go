@@ -49,6 +49,7 @@ type database struct {
 	refreshMu sync.Mutex
 	nowMu     sync.Mutex
 	nowRead   *freshRead // the strictly fresh read under way (refreshNow)
+	nowLast   time.Time  // when the last one began (nowMu)
 	// rootAsked is when a client last asked for the root (unix nanos):
 	// while recent, the manifest is re-checked ahead of time
 	// (Cache.keepRootsFresh).
@@ -304,9 +305,19 @@ func (d *database) refreshNow(ctx context.Context) error {
 		d.nowMu.Lock()
 		r := d.nowRead
 		if r == nil {
-			r = &freshRead{started: time.Now(), done: make(chan struct{})}
+			// At most one strict read every minFreshInterval: a flood of
+			// fresh roots, or of roots no version has, costs the store a
+			// bounded number of reads (one HEAD each when the manifest has
+			// not changed).
+			start := time.Now()
+			if next := d.nowLast.Add(minFreshInterval); next.After(start) {
+				start = next
+			}
+			d.nowLast = start
+			r = &freshRead{started: start, done: make(chan struct{})}
 			d.nowRead = r
 			go func() {
+				time.Sleep(time.Until(start))
 				if err := d.env.ctx.Err(); err != nil { // the service closed
 					r.err = Errorf(KindShuttingDown, err, "database %q: the service is closing", d.name)
 				} else {
@@ -330,6 +341,10 @@ func (d *database) refreshNow(ctx context.Context) error {
 		}
 	}
 }
+
+// minFreshInterval spaces the strictly fresh reads of one database's
+// manifest (refreshNow).
+const minFreshInterval = 50 * time.Millisecond
 
 // freshRead is a manifest read for callers that want a strictly fresh
 // answer (refreshNow).

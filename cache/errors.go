@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/chunkd/chunkd/api"
 
 	"github.com/chunkd/chunkd/store"
 )
@@ -48,6 +49,10 @@ const (
 	// KindUnknownFile: the database has no table file of that name (its
 	// manifest, read again, does not list it).
 	KindUnknownFile
+	// KindNoSuchVersion: the database has no version of that root (its
+	// manifest, read again, names no file that holds the root chunk), or
+	// the root is the all-zero address, which names no version.
+	KindNoSuchVersion
 )
 
 // kindNames are the kinds' names, as errors and docs give them.
@@ -65,6 +70,7 @@ var kindNames = map[Kind]string{
 	KindUnknownImage:     "unknown image",
 	KindNotServed:        "not served",
 	KindUnknownFile:      "unknown file",
+	KindNoSuchVersion:    api.KindNoSuchVersion,
 }
 
 // Kinds returns every kind, in order: what a transport maps to its

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,6 +64,17 @@ type watchedStore struct {
 	log *slog.Logger
 }
 
+// vanished turns "no such object" into "unreachable" when the store
+// itself is gone (a folder store whose directory was moved away): a
+// client must never read a store it cannot see as one that lacks the
+// database. Stores that cannot tell are taken to exist.
+func (w watchedStore) vanished(err error) error {
+	if errors.Is(err, store.ErrNotFound) && !store.Exists(w.Store) {
+		return fmt.Errorf("%w: the store %s does not exist (was it moved or unmounted?): %v", store.ErrUnreachable, w.Store, err) // not %w: no longer "not found"
+	}
+	return err
+}
+
 func (w watchedStore) observe(err error) {
 	if !w.h.observe(err) {
 		return
@@ -76,24 +88,28 @@ func (w watchedStore) observe(err error) {
 
 func (w watchedStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
 	n, err := w.Store.ReadAt(ctx, key, p, off)
+	err = w.vanished(err)
 	w.observe(err)
 	return n, err
 }
 
 func (w watchedStore) Get(ctx context.Context, key string) ([]byte, error) {
 	b, err := w.Store.Get(ctx, key)
+	err = w.vanished(err)
 	w.observe(err)
 	return b, err
 }
 
 func (w watchedStore) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
 	rc, info, err := w.Store.Open(ctx, key)
+	err = w.vanished(err)
 	w.observe(err)
 	return rc, info, err
 }
 
 func (w watchedStore) Head(ctx context.Context, key string) (store.Info, error) {
 	info, err := w.Store.Head(ctx, key)
+	err = w.vanished(err)
 	w.observe(err)
 	return info, err
 }

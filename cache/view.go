@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -83,6 +84,15 @@ type dirUse struct {
 	bytes int64
 }
 
+// known reports whether the service has database db loaded or a saved
+// state of it.
+func (c *Cache) known(db string) bool {
+	c.mu.Lock()
+	_, loaded := c.dbs[db]
+	c.mu.Unlock()
+	return loaded || slices.Contains(c.savedDBs(), db)
+}
+
 // savedDBs returns the names of the databases with a saved state in the
 // cache directory.
 func (c *Cache) savedDBs() []string {
@@ -154,6 +164,13 @@ func (c *Cache) DropCached(ctx context.Context, db string) (api.DropResult, erro
 		return api.DropResult{}, err
 	}
 	files, bytes := c.disk.dropDB(db)
+	if files == 0 && !c.known(db) {
+		// Nothing cached and nothing saved: a database the store does not
+		// have is unknown (404), not one with nothing to drop.
+		if err := c.LoadDB(ctx, db); err != nil {
+			return api.DropResult{}, err
+		}
+	}
 	if files > 0 {
 		c.log.Info("dropped a database's cached files on request", "db", db, "files", files, "bytes", bytes)
 	}

@@ -100,6 +100,7 @@ var kindCodes = map[cache.Kind]codes.Code{
 	cache.KindUnknownImage:     codes.NotFound,
 	cache.KindNotServed:        codes.Unimplemented,
 	cache.KindUnknownFile:      codes.NotFound,
+	cache.KindNoSuchVersion:    codes.NotFound,
 }
 
 // Code returns the gRPC code of err, by its kind.

@@ -27,6 +27,7 @@ var statuses = map[cache.Kind]int{
 	cache.KindUnknownImage:     http.StatusNotFound,
 	cache.KindNotServed:        http.StatusNotImplemented,
 	cache.KindUnknownFile:      http.StatusNotFound,
+	cache.KindNoSuchVersion:    http.StatusNotFound,
 }
 
 // Status returns the HTTP status of err, by its kind (500 for errors of
@@ -38,9 +39,11 @@ func Status(err error) int {
 	return http.StatusInternalServerError
 }
 
-// WriteError answers err: its kind's status, and an api.Error body.
+// WriteError answers err: its kind's status, and an api.Error body
+// naming the kind.
 func WriteError(w http.ResponseWriter, err error) {
-	api.WriteError(w, Status(err), err.Error())
+	k := cache.KindOf(err)
+	api.WriteErrorKind(w, Status(err), k.String(), err.Error())
 }
 
 // WriteJSON answers with v as indented JSON (the answers are small, and

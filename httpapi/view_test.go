@@ -109,6 +109,9 @@ func TestCacheView(t *testing.T) {
 	if code := getJSON(t, "DELETE", srv.URL+api.DropCachePath(".."), nil); code != 400 {
 		t.Errorf("DELETE a bad name: %d", code)
 	}
+	if code := getJSON(t, "DELETE", srv.URL+api.DropCachePath("nosuch"), nil); code != 404 {
+		t.Errorf("DELETE a database the store does not have: %d, want 404", code)
+	}
 
 	// After a restart the database is known from the cache directory.
 	f.WaitCached(f.DB.Files[1])

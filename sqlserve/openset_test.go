@@ -13,6 +13,7 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/sqlchunks"
 )
 
@@ -206,5 +207,44 @@ func TestOpenSetCurrentRoot(t *testing.T) {
 	rec = get(api.OpenSetPath("db1", head, false, true))
 	if _, _, ok := api.RootFreshness(rec.Header()); rec.Code != 200 || ok {
 		t.Fatalf("open set of a root by name: %d, freshness headers %v", rec.Code, ok)
+	}
+}
+
+// A version published after the service read the manifest (its TTL an
+// hour) opens at once by its root; the all-zero root and a root no
+// version has are "no such version", a 404 saying so, not the current
+// version.
+func TestOpenSetNewVersion(t *testing.T) {
+	f, roots := newSQLFixture(t, 1, cache.Config{ManifestTTL: time.Hour})
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		f.h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec
+	}
+	if rec := get(api.OpenSetPath("db1", roots[0], false, false)); rec.Code != 200 {
+		t.Fatalf("the first version: %d %s", rec.Code, rec.Body)
+	}
+	for i := range 3 {
+		res, err := sqlchunks.Import(context.Background(), f.Store, sqltest.GenDB(t, int64(10+i), 100), sqlchunks.ImportOptions{DB: "db1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{api.OpenSetPath("db1", res.Root, false, false), api.VersionImagePath("db1", res.Root, false)} {
+			if rec := get(path); rec.Code != 200 {
+				t.Fatalf("version %d, published a moment ago: %s: %d %s", i, path, rec.Code, rec.Body)
+			}
+		}
+	}
+	for _, path := range []string{
+		api.DBPath("db1") + "/sqlite/open?root=" + addr.Addr{}.String(),
+		api.DBPath("db1") + "/sqlite/image?root=" + addr.Addr{}.String(),
+		api.OpenSetPath("db1", addr.Of([]byte("no version")), false, false),
+	} {
+		rec := get(path)
+		var e api.Error
+		json.Unmarshal(rec.Body.Bytes(), &e)
+		if rec.Code != 404 || e.Kind != api.KindNoSuchVersion || !strings.Contains(e.Message, "no such version") {
+			t.Errorf("%s: %d %s, want a 404 of kind %q", path, rec.Code, rec.Body, api.KindNoSuchVersion)
+		}
 	}
 }

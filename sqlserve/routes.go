@@ -24,12 +24,17 @@ func (s *Server) Routes() []httpapi.Route {
 }
 
 // queryRoot reads the root a query names (root=ROOT; none: the zero
-// root), answering a 400 for a bad one.
+// root, the current version), answering a 400 for a bad one and a 404
+// for the all-zero root given.
 func queryRoot(w http.ResponseWriter, q url.Values) (root addr.Addr, ok bool) {
 	if v := q.Get("root"); v != "" {
 		var err error
 		if root, err = addr.Parse(v); err != nil {
 			httpapi.WriteError(w, cache.Errorf(cache.KindBadRequest, err, "bad root"))
+			return addr.Addr{}, false
+		}
+		if root.IsEmpty() { // given, it names a version: not the current one
+			httpapi.WriteError(w, cache.Errorf(cache.KindNoSuchVersion, nil, "no such version %s: the all-zero root names no version (leave root= out for the current one)", root))
 			return addr.Addr{}, false
 		}
 	}

@@ -76,3 +76,6 @@ func (f *Store) Open(ctx context.Context, key string) (io.ReadCloser, store.Info
 	}
 	return f.Gate.Hold(ctx, rc, f.HoldAt.Load()), info, nil
 }
+
+// Unwrap returns the store wrapped (store.Exists asks it).
+func (f *Store) Unwrap() store.Store { return f.Store }
