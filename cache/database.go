@@ -373,13 +373,8 @@ func (d *database) find(ctx context.Context, a addr.Addr) (*table, tablefile.Ent
 		d.mu.RLock()
 		tables, loadedAt, missing, missingErr := d.tables, d.loadedAt, d.missing, d.missingErr
 		d.mu.RUnlock()
-		for _, t := range tables {
-			if !t.idx.MayContain(a) {
-				continue
-			}
-			if e, ok := t.idx.Lookup(a); ok {
-				return t, e, nil
-			}
+		if t, e, ok := tablefile.Find(tables, (*table).index, a); ok {
+			return t, e, nil
 		}
 		if attempt > 0 || (!loadedAt.IsZero() && time.Since(loadedAt) < d.env.cfg.ManifestTTL) {
 			if missing > 0 {

@@ -459,3 +459,6 @@ func (t *table) checkLocal(view *tablefile.Table, buf []byte, lo int64, units []
 	}
 	return nil
 }
+
+// index is the table file's index, which find searches.
+func (t *table) index() *tablefile.Table { return t.idx }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/tablefile"
 )
 
 // result is the outcome for one address.
@@ -569,17 +570,11 @@ func (c *Client) localChunks(ctx context.Context, want []addr.Addr) (map[int]boo
 	}
 	var local map[int]bool
 	for k, a := range want {
-		for _, t := range tables {
-			if !t.t.MayContain(a) {
-				continue
+		if _, _, ok := tablefile.Find(tables, (*table).index, a); ok {
+			if local == nil {
+				local = make(map[int]bool)
 			}
-			if _, ok := t.t.Lookup(a); ok {
-				if local == nil {
-					local = make(map[int]bool)
-				}
-				local[k] = true
-				break
-			}
+			local[k] = true
 		}
 	}
 	return local, tables

@@ -402,12 +402,8 @@ var errNotInStore = fmt.Errorf("%w in any table file", ErrNotFound)
 // correct bytes, skipping table skip (one that already failed).
 func (s *storeTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip *table) ([]byte, error) {
 	var first error
-	for _, t := range snap.tables {
-		if t == skip || !t.t.MayContain(a) {
-			continue
-		}
-		e, ok := t.t.Lookup(a)
-		if !ok {
+	for t, e := range tablefile.Holding(snap.tables, (*table).index, a) {
+		if t == skip {
 			continue
 		}
 		data, err := s.readRecord(ctx, t, e)
@@ -552,16 +548,11 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 
 // find returns the first table file that holds a (appendix files first).
 func (snap *snapshot) find(a addr.Addr) (*table, tablefile.Entry, bool) {
-	for _, t := range snap.tables {
-		if !t.t.MayContain(a) {
-			continue
-		}
-		if e, ok := t.t.Lookup(a); ok {
-			return t, e, true
-		}
-	}
-	return nil, tablefile.Entry{}, false
+	return tablefile.Find(snap.tables, (*table).index, a)
 }
+
+// index is the table file's index, which reads search.
+func (t *table) index() *tablefile.Table { return t.t }
 
 // localSnapshot returns a snapshot of just the local copies when the
 // database is still loading and they hold every address asked for, so

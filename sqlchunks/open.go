@@ -49,7 +49,7 @@ type Source struct {
 }
 
 // Opened is a version Open opened: its client and its pages, which a VFS
-// reads (Pages.ForVFS) or DB opens as a database.
+// reads (Pages is a sqlitevfs.Pages) or DB opens as a database.
 type Opened struct {
 	Client *client.Client
 	Root   addr.Addr
@@ -89,7 +89,7 @@ func Open(ctx context.Context, src Source) (*Opened, error) {
 // DB opens the version as a read-only database/sql database, with VFS
 // options o (nil for the defaults). Close the DB before the Opened.
 func (o *Opened) DB(opts *sqlitevfs.Options) (*sqlitevfs.DB, error) {
-	return sqlitevfs.OpenImage(o.Client.DB()+"@"+o.Root.String(), o.Pages.ForVFS(), opts)
+	return sqlitevfs.OpenImage(o.Client.DB()+"@"+o.Root.String(), o.Pages, opts)
 }
 
 // Close releases the version's page image and closes its client.
@@ -109,7 +109,7 @@ func OpenVersion(ctx context.Context, c ChunkReader, root addr.Addr, o *sqlitevf
 		return nil, err
 	}
 	root = p.v.Root
-	db, err := sqlitevfs.OpenImage(c.DB()+"@"+root.String(), p.ForVFS(), o)
+	db, err := sqlitevfs.OpenImage(c.DB()+"@"+root.String(), p, o)
 	if err != nil {
 		p.Close()
 		return nil, err

@@ -123,14 +123,23 @@ func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
 	return a, err == nil
 }
 
-// Preloaded implements sqlitevfs.Preloader: page 1 and the interior
-// pages of a version opened from its open set are held in memory, and
-// with a page image, they and every page it holds are read from it as
-// cheaply as from a local file: a read of one starts no read-ahead run
-// (read-ahead of an image's pages cost more than the preads it saved:
-// the seed's aggregate at large scale ran at 1.28–1.38× the local file
-// with it, 1.05× without).
-func (p *Pages) Preloaded(n int64) bool {
+// Pages is read by the VFS with every optional capability: ranges,
+// lists, shared bytes, and which pages are local.
+var (
+	_ sqlitevfs.PageRanger = (*Pages)(nil)
+	_ sqlitevfs.PageLister = (*Pages)(nil)
+	_ sqlitevfs.PageSharer = (*Pages)(nil)
+	_ sqlitevfs.LocalPages = (*Pages)(nil)
+)
+
+// Local implements sqlitevfs.LocalPages: page 1 and the interior pages
+// of a version opened from its open set are held in memory, and with a
+// page image, every page it holds is read from it as cheaply as from a
+// local file: a read of one starts no read-ahead run (read-ahead of an
+// image's pages cost more than the preads it saved: the seed's aggregate
+// at large scale ran at 1.28–1.38× the local file with it, 1.05×
+// without).
+func (p *Pages) Local(n int64) bool {
 	if p.preloaded == nil && p.img == nil {
 		return false
 	}
@@ -140,6 +149,12 @@ func (p *Pages) Preloaded(n int64) bool {
 	_, found := slices.BinarySearch(p.interior, n) // ascending, as the root lists them
 	return n == 1 || found
 }
+
+// OnHost implements sqlitevfs.LocalPages: with a page image (a same-host
+// service's) the pages are read from a file on this host, as a local
+// file's are, and the VFS fetches no B-tree pages ahead of a scan; the
+// pages the image lacks yet are still fetched ahead in batches.
+func (p *Pages) OnHost() bool { return p.img != nil }
 
 // ReadPage implements sqlitevfs.Pages: from the page image when it holds
 // the page, else with one Get.
@@ -208,58 +223,63 @@ func (p *Pages) ReadPages(ctx context.Context, first int64, bs [][]byte) error {
 	}) // errors name the chunks; the VFS adds the pages
 }
 
-// ForVFS returns p as the VFS should read it: when its pages come through
-// the reader, with ReadPageList too (a sqlitevfs.PageLister), so that a
-// scan fetches the leaves it will read (its own, or those it looks rows
-// up in) in batches; when a page image (a same-host service's) is
-// attached, as it is: a page the image holds is preloaded (Preloaded), a
-// pread and a CRC read as SQLite asks for it, as a local file's page is,
-// and only the pages it lacks yet are fetched ahead in batches.
-func (p *Pages) ForVFS() sqlitevfs.Pages {
-	if p.img != nil {
-		return p
-	}
-	return listPages{p}
-}
-
-// listPages is Pages, with no page image, and ReadPageList.
-type listPages struct{ *Pages }
-
-// ReadPageList implements sqlitevfs.PageLister: the pages ns into bs with
-// one GetMany.
-func (l listPages) ReadPageList(ctx context.Context, ns []int64, bs [][]byte) error {
+// ReadPageList implements sqlitevfs.PageLister: pages ns into bs, from
+// the page image what it holds, the rest with one GetMany.
+func (p *Pages) ReadPageList(ctx context.Context, ns []int64, bs [][]byte) error {
 	if len(ns) != len(bs) {
 		return fmt.Errorf("sqlchunks: %d pages into %d buffers", len(ns), len(bs))
 	}
 	for i, n := range ns {
-		if err := l.check(n, 1, bs[i]); err != nil {
+		if err := p.check(n, 1, bs[i]); err != nil {
 			return err
 		}
 	}
-	pages, err := l.SharePageList(ctx, ns)
+	pages, err := p.SharePageList(ctx, ns)
 	if err != nil {
 		return err
 	}
-	for i, p := range pages {
-		copy(bs[i], p)
+	for i, b := range pages {
+		copy(bs[i], b)
 	}
 	return nil
 }
 
-// SharePageList implements sqlitevfs.PageSharer: pages ns with one
-// GetMany, as the reader gives them (a chunk's bytes are never modified:
-// the VFS may hold them as they are).
-func (l listPages) SharePageList(ctx context.Context, ns []int64) ([][]byte, error) {
-	addrs, err := l.addrsOf(ctx, ns)
+// SharePageList implements sqlitevfs.PageSharer: pages ns, those the page
+// image holds read from it, the rest with one GetMany as the reader gives
+// them (a chunk's bytes are never modified: the VFS may hold them as
+// they are).
+func (p *Pages) SharePageList(ctx context.Context, ns []int64) ([][]byte, error) {
+	pages := make([][]byte, len(ns))
+	need := ns // the pages to read through the reader
+	var at []int // their positions in ns, when not all of ns
+	if p.img != nil {
+		need = nil
+		for i, n := range ns {
+			if err := p.checkRange(n, 1); err != nil {
+				return nil, err
+			}
+			if b := make([]byte, p.v.PageSize); p.img.Read(int(n-1), b) {
+				pages[i] = b
+				continue
+			}
+			need, at = append(need, n), append(at, i)
+		}
+		if len(need) == 0 {
+			return pages, nil
+		}
+	}
+	addrs, err := p.addrsOf(ctx, need)
 	if err != nil {
 		return nil, err
 	}
-	pages := make([][]byte, len(ns))
-	err = l.c.GetMany(ctx, addrs, func(i int, data []byte) error {
-		if err := l.checkData(ns[i], data); err != nil {
+	err = p.c.GetMany(ctx, addrs, func(k int, data []byte) error {
+		if err := p.checkData(need[k], data); err != nil {
 			return err
 		}
-		pages[i] = data
+		if at != nil {
+			k = at[k]
+		}
+		pages[k] = data
 		return nil
 	}) // errors name the chunks; the VFS adds the pages
 	if err != nil {

@@ -80,7 +80,7 @@ func openVersion(t testing.TB, c *client.Client, root addr.Addr, o *sqlitevfs.Op
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := sqlitevfs.OpenImage(t.Name(), p.ForVFS(), o)
+	d, err := sqlitevfs.OpenImage(t.Name(), p, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1025,15 +1025,13 @@ func TestIndexScanPageLists(t *testing.T) {
 	const cache = 256
 	_, db, p := openVersion(t, c, root, &sqlitevfs.Options{CacheKiB: cache})
 
-	// Read through the client, the pages are a PageLister; with a page
-	// image (a same-host service's), whose reads are preads, not.
-	if _, ok := p.ForVFS().(sqlitevfs.PageLister); !ok {
-		t.Fatal("pages read through a client are no PageLister")
-	}
+	// Read through the client, the pages are not on this host: the VFS
+	// fetches B-tree pages ahead of a scan; with a page image (a same-host
+	// service's), whose reads are preads, they are, and it does not.
 	withImage := *p
 	withImage.img = emptyImage{}
-	if _, ok := withImage.ForVFS().(sqlitevfs.PageLister); ok {
-		t.Error("pages with an image are a PageLister")
+	if p.OnHost() || !withImage.OnHost() {
+		t.Fatalf("on this host: through a client %v, with an image %v; want false and true", p.OnHost(), withImage.OnHost())
 	}
 
 	// The pages of a list, in no order and with a repeat, as ReadPage
@@ -1044,7 +1042,7 @@ func TestIndexScanPageLists(t *testing.T) {
 	for i := range bs {
 		bs[i] = make([]byte, p.PageSize())
 	}
-	if err := p.ForVFS().(sqlitevfs.PageLister).ReadPageList(ctx, ns, bs); err != nil {
+	if err := p.ReadPageList(ctx, ns, bs); err != nil {
 		t.Fatal(err)
 	}
 	for i, n := range ns {
@@ -1053,7 +1051,7 @@ func TestIndexScanPageLists(t *testing.T) {
 			t.Fatalf("page %d: ReadPageList differs from ReadPage (%v)", n, err)
 		}
 	}
-	if err := p.ForVFS().(sqlitevfs.PageLister).ReadPageList(ctx, []int64{p.PageCount() + 1}, bs[:1]); err == nil {
+	if err := p.ReadPageList(ctx, []int64{p.PageCount() + 1}, bs[:1]); err == nil {
 		t.Error("a page past the end read without an error")
 	}
 
@@ -1128,10 +1126,10 @@ func TestImageReadAhead(t *testing.T) {
 	p.img = img
 	// A page the image holds is read as a local file's is: it starts no
 	// read-ahead run (a batch of them would cost more than their preads).
-	if !p.Preloaded(img.first-1) || p.Preloaded(img.first+1) {
-		t.Errorf("pages %d (held) and %d (not): preloaded %v and %v, want true and false", img.first-1, img.first+1, p.Preloaded(img.first-1), p.Preloaded(img.first+1))
+	if !p.Local(img.first-1) || p.Local(img.first+1) {
+		t.Errorf("pages %d (held) and %d (not): local %v and %v, want true and false", img.first-1, img.first+1, p.Local(img.first-1), p.Local(img.first+1))
 	}
-	d, err := sqlitevfs.OpenImage(t.Name(), p.ForVFS(), &sqlitevfs.Options{CacheKiB: 64})
+	d, err := sqlitevfs.OpenImage(t.Name(), p, &sqlitevfs.Options{CacheKiB: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,7 +178,7 @@ func open(name string, q url.Values) (*sqlitevfs.Image, error) {
 		return fail(ioErr("%v", err)) // its page map did not read
 	}
 	src := &source{c: c, root: root, pages: pages}
-	return &sqlitevfs.Image{Pages: pages.ForVFS(), Value: src, Close: func() error {
+	return &sqlitevfs.Image{Pages: pages, Value: src, Close: func() error {
 		pages.Close()
 		err := c.Close()
 		closeStore()

@@ -32,11 +32,11 @@ const (
 // are not sequential go to the source one page at a time.
 type readAhead struct {
 	Pages
-	src  PageRanger
-	ctx  context.Context // the registration's: background fetches end with it
-	size int64           // pages per batch
-	pre  Preloader       // the pages' Preloader, if they have one
-	tree *treeAhead      // the table leaves scans look rows up in, if the pages are a PageLister
+	src   PageRanger
+	ctx   context.Context // the registration's: background fetches end with it
+	size  int64           // pages per batch
+	local LocalPages      // the pages' LocalPages, if they have one
+	tree  *treeAhead      // the table leaves scans look rows up in, if the pages are a PageLister not on this host
 
 	mu      sync.Mutex
 	recent  [recentPages]int64
@@ -64,8 +64,8 @@ type prefetch struct {
 // (0: SQLite's default).
 func newReadAhead(ctx context.Context, p Pages, src PageRanger, size, cacheKiB int) *readAhead {
 	ra := &readAhead{Pages: p, src: src, ctx: ctx, size: int64(size)}
-	ra.pre, _ = p.(Preloader)
-	if l, ok := p.(PageLister); ok {
+	ra.local, _ = p.(LocalPages)
+	if l, ok := p.(PageLister); ok && (ra.local == nil || !ra.local.OnHost()) {
 		ra.tree = newTreeAhead(ctx, p, l, cacheKiB)
 	}
 	for i := range ra.recent {
@@ -99,7 +99,7 @@ func (ra *readAhead) readPageOn(ctx context.Context, n int64, p []byte, cs *conn
 
 // readPage reads page n from a batch, a new batch or the source.
 func (ra *readAhead) readPage(ctx context.Context, n int64, p []byte) error {
-	if ra.preloaded(n) {
+	if ra.isLocal(n) {
 		return ra.Pages.ReadPage(ctx, n, p)
 	}
 	held, seq := ra.note(n, p)
@@ -167,16 +167,16 @@ func pageBufs(buf []byte, ps int) [][]byte {
 	return bufs
 }
 
-// preloaded reports whether page n is one the pages hold in memory.
-func (ra *readAhead) preloaded(n int64) bool { return ra.pre != nil && ra.pre.Preloaded(n) }
+// isLocal reports whether page n is read without a request (LocalPages).
+func (ra *readAhead) isLocal(n int64) bool { return ra.local != nil && ra.local.Local(n) }
 
 // note records a read of page n, copies the page into p if a batch holds
 // it, and says whether the page before it was read recently (a
-// sequential read); preloaded pages, never recorded, are stepped over, so
+// sequential read); local pages, never recorded, are stepped over, so
 // a scan whose leaves sit around an interior page stays sequential.
 func (ra *readAhead) note(n int64, p []byte) (held, seq bool) {
 	prev := n - 1
-	for prev > 0 && ra.preloaded(prev) {
+	for prev > 0 && ra.isLocal(prev) {
 		prev--
 	}
 	ra.mu.Lock()

@@ -161,15 +161,21 @@ func readList(ctx context.Context, src PageLister, ns []int64, ps int) ([][]byte
 	return readShared(ctx, src, ns, ps, func(bufs [][]byte) error { return src.ReadPageList(ctx, ns, bufs) })
 }
 
-// Preloader is an optional interface of Pages that holds some pages in
-// memory already (read when the source was opened: the interior pages of
-// the B-trees, say), which cost no request. Read-ahead reads them
+// LocalPages is an optional interface of Pages that reads some pages
+// without a request: held in memory (read when the source was opened: the
+// interior pages of the B-trees, say), or read from a file on this host
+// (a page image), as a local file's pages are. Read-ahead reads them
 // directly, and a read of one is not part of a sequential run: a point
-// lookup that walks down preloaded interior pages to a leaf fetches the
-// leaf alone rather than a batch from it.
-type Preloader interface {
-	// Preloaded reports whether page n is held in memory.
-	Preloaded(n int64) bool
+// lookup that walks down local interior pages to a leaf fetches the leaf
+// alone rather than a batch from it.
+type LocalPages interface {
+	// Local reports whether page n is read without a request.
+	Local(n int64) bool
+	// OnHost reports whether the source reads its pages from a file on
+	// this host (holding all of them, or soon), where the VFS fetches no
+	// B-tree pages ahead of a scan (PageLister): parsing the pages read to
+	// find those costs more than it saves when no read is a request.
+	OnHost() bool
 }
 
 // Errors returned by this package (wrapped; test with errors.Is).

@@ -642,13 +642,14 @@ func TestReadAheadGrows(t *testing.T) {
 }
 
 // preloadedPages is a rangeCounter whose pages in pre are held in memory
-// (a Preloader): reading one is not counted.
+// (LocalPages): reading one is not counted.
 type preloadedPages struct {
 	*rangeCounter
 	pre map[int64]bool
 }
 
-func (p *preloadedPages) Preloaded(n int64) bool { return p.pre[n] }
+func (p *preloadedPages) Local(n int64) bool { return p.pre[n] }
+func (p *preloadedPages) OnHost() bool       { return false }
 
 func (p *preloadedPages) ReadPage(ctx context.Context, n int64, b []byte) error {
 	if p.pre[n] {

@@ -54,7 +54,7 @@ const (
 // scattered over a table, each a request to a remote source, that the
 // scan's leaf names: an index entry ends with its rowid, a row holds its
 // reference, and the table's interior pages (usually held in memory by
-// the source: Preloader) say which leaf holds which rowid.
+// the source: LocalPages) say which leaf holds which rowid.
 //
 // It knows the database's B-trees, found in the schema in the background
 // once a connection has read a few leaves: every table and index, whose leaves a scan

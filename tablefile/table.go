@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"iter"
 	"sort"
 	"sync"
 
@@ -378,3 +379,30 @@ func (t *Table) readRanges(ranges []Range, what string, fn func(e Entry, stored 
 
 func be32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
 func be64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// Holding yields, in order, each of files whose table holds a, with a's
+// entry in it: the bloom filter first, then the index; no IO. A database
+// searches its table files this way (appendix files first), trying the
+// next when a read from one fails.
+func Holding[F any](files []F, table func(F) *Table, a addr.Addr) iter.Seq2[F, Entry] {
+	return func(yield func(F, Entry) bool) {
+		for _, f := range files {
+			t := table(f)
+			if !t.MayContain(a) {
+				continue
+			}
+			if e, ok := t.Lookup(a); ok && !yield(f, e) {
+				return
+			}
+		}
+	}
+}
+
+// Find returns the first of files whose table holds a, with a's entry
+// (Holding's first).
+func Find[F any](files []F, table func(F) *Table, a addr.Addr) (f F, e Entry, ok bool) {
+	for f, e := range Holding(files, table, a) {
+		return f, e, true
+	}
+	return f, e, false
+}

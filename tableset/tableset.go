@@ -346,16 +346,10 @@ func (s *Set[T]) Get(name string) (*File[T], bool) {
 // Find returns the first file, in search order, whose index holds a, with
 // a's entry. It does no IO.
 func (s *Set[T]) Find(a addr.Addr) (*File[T], tablefile.Entry, bool) {
-	for _, f := range s.Files {
-		if !f.Index.MayContain(a) {
-			continue
-		}
-		if e, ok := f.Index.Lookup(a); ok {
-			return f, e, true
-		}
-	}
-	return nil, tablefile.Entry{}, false
+	return tablefile.Find(s.Files, (*File[T]).table, a)
 }
+
+func (f *File[T]) table() *tablefile.Table { return f.Index }
 
 // Err returns nil if every table file opened, else an error that names
 // how many did not and the first, and wraps every FileError (errors.Is
