@@ -250,7 +250,7 @@ func (p *Pages) ReadPageList(ctx context.Context, ns []int64, bs [][]byte) error
 // they are).
 func (p *Pages) SharePageList(ctx context.Context, ns []int64) ([][]byte, error) {
 	pages := make([][]byte, len(ns))
-	need := ns // the pages to read through the reader
+	need := ns   // the pages to read through the reader
 	var at []int // their positions in ns, when not all of ns
 	if p.img != nil {
 		need = nil
