@@ -253,7 +253,7 @@ type Client struct {
 
 	mem *otter.Cache[addr.Addr, []byte] // nil when disabled
 	svc service                         // nil without a service
-	st  *storeTier
+	st  *fileTier
 
 	backoff backoff
 	ctr     counters
@@ -336,7 +336,7 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 		c.Close()
 		return nil, err
 	}
-	c.st = &storeTier{c: c, mdb: mdb, rootReady: make(chan struct{})}
+	c.st = &fileTier{opts: &c.opts, mdb: mdb, svc: c.svc, ctr: &c.ctr, log: c.log, ctx: c.ctx, keep: c.addLocal, rootReady: make(chan struct{})}
 	switch {
 	case mdb == nil:
 		// The service is the only tier; the root is asked of it when

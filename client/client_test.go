@@ -284,6 +284,7 @@ func TestServiceUnknownDatabase(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Chunks: 20})
 	other := newStore(t)
+	makeDB(t, other, "db2", testdb.Options{Chunks: 1}) // a store that exists (one that does not is unreachable)
 	srv := startHTTP(t, other, cache.ReadThrough)
 	gsURL := serveGRPC(t, grpcServer(newCache(t, other, cache.ReadThrough)))
 	for _, url := range []string{srv.URL, gsURL} {

@@ -62,6 +62,8 @@ var errLeanFallback = errors.New("client: answer not read by the lean HTTP path"
 
 // leanClient is a pool of kept-alive connections to one HTTP service.
 type leanClient struct {
+	base     string // the service's URL, for messages
+	db       string // the database whose chunks it reads
 	dialAddr string // host:port
 	host     string // the Host header
 	prefix   string // escaped base path, no trailing slash
@@ -95,7 +97,7 @@ type leanConn struct {
 
 // newLeanClient returns the lean path for u, or nil when u is not plain
 // HTTP to a host and a path it can write as they are, or when turned off.
-func newLeanClient(u *url.URL, token string, maxIdle int, sp *spin.Policy) *leanClient {
+func newLeanClient(u *url.URL, base, db, token string, maxIdle int, sp *spin.Policy) *leanClient {
 	if u.Scheme != "http" || os.Getenv(leanEnv) == "0" || u.RawQuery != "" || u.User != nil {
 		return nil
 	}
@@ -107,6 +109,8 @@ func newLeanClient(u *url.URL, token string, maxIdle int, sp *spin.Policy) *lean
 		port = "80"
 	}
 	l := &leanClient{
+		base:     base,
+		db:       db,
 		dialAddr: net.JoinHostPort(u.Hostname(), port),
 		host:     u.Host,
 		prefix:   strings.TrimSuffix(u.Path, "/"),
@@ -165,9 +169,9 @@ const leanPipelineMax = 16
 
 // getChunk is httpService.get on the lean path: errLeanFallback when the
 // answer is not one it reads.
-func (l *leanClient) getChunk(ctx context.Context, h *httpService, a addr.Addr) (reply, error) {
+func (l *leanClient) getChunk(ctx context.Context, a addr.Addr) (reply, error) {
 	var r reply
-	_, err := l.getMany(ctx, h, []addr.Addr{a}, func(_ int, got reply) { r = got })
+	_, err := l.getMany(ctx, []addr.Addr{a}, func(_ int, got reply) { r = got })
 	return r, err
 }
 
@@ -175,16 +179,16 @@ func (l *leanClient) getChunk(ctx context.Context, h *httpService, a addr.Addr) 
 // leanPipelineMax addresses: fn(j, reply) for each, in order. It returns
 // how many it answered; errLeanFallback when an answer is not one it
 // reads (the rest, from that one on, are for net/http).
-func (l *leanClient) getMany(ctx context.Context, h *httpService, as []addr.Addr, fn func(j int, r reply)) (int, error) {
+func (l *leanClient) getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) (int, error) {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return 0, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
+			return 0, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", l.base, err)}
 		}
 		lc, err := l.conn(ctx)
 		if err != nil {
-			return 0, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
+			return 0, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", l.base, err)}
 		}
-		done, keep, err := lc.exchange(ctx, h, as, fn)
+		done, keep, err := lc.exchange(ctx, as, fn)
 		var idle *idleClosedError
 		switch {
 		case errors.As(err, &idle): // before any answer: the write, or the first answer's first byte
@@ -192,7 +196,7 @@ func (l *leanClient) getMany(ctx context.Context, h *httpService, as []addr.Addr
 			if attempt == 0 && ctx.Err() == nil {
 				continue // the service closed it while it was idle: once more, on a fresh one
 			}
-			return 0, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, idle.err)}
+			return 0, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", l.base, idle.err)}
 		case keep:
 			l.put(lc)
 		default:
@@ -279,18 +283,18 @@ var aLongTimeAgo = time.Unix(1, 0)
 // exchange writes the GETs of as and reads their answers, calling fn
 // for each. keep reports whether the connection may carry another
 // request; done how many answers fn was given.
-func (lc *leanConn) exchange(ctx context.Context, h *httpService, as []addr.Addr, fn func(j int, r reply)) (done int, keep bool, err error) {
+func (lc *leanConn) exchange(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) (done int, keep bool, err error) {
 	dl, hasDeadline := ctx.Deadline()
 	if !dl.Equal(lc.deadline) {
 		if err := lc.nc.SetDeadline(dl); err != nil {
-			return 0, false, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
+			return 0, false, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", lc.l.base, err)}
 		}
 		lc.deadline = dl
 	}
 	// A cancel ends the blocked write or read through the deadline; the
 	// connection is not kept after that.
 	stop := context.AfterFunc(ctx, func() { lc.nc.SetDeadline(aLongTimeAgo) }) //nolint:errcheck // closing anyway
-	done, keep, err = lc.roundTrip(h, as, fn)
+	done, keep, err = lc.roundTrip(as, fn)
 	if !stop() {
 		keep = false // its deadline is in the past
 	}
@@ -302,20 +306,20 @@ func (lc *leanConn) exchange(ctx context.Context, h *httpService, as []addr.Addr
 	}
 	if ctxErr := ctx.Err(); err != nil && ctxErr != nil {
 		// The cancel or the deadline ended it (never retried).
-		err = &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, ctxErr)}
+		err = &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", lc.l.base, ctxErr)}
 	}
 	return done, keep, err
 }
 
 // roundTrip is exchange without the context: the GETs in one write, then
 // the answers in order.
-func (lc *leanConn) roundTrip(h *httpService, as []addr.Addr, fn func(j int, r reply)) (int, bool, error) {
+func (lc *leanConn) roundTrip(as []addr.Addr, fn func(j int, r reply)) (int, bool, error) {
 	l := lc.l
 	lc.req = lc.req[:0]
 	for _, a := range as {
 		lc.req = append(lc.req, "GET "...)
 		lc.req = append(lc.req, l.prefix...)
-		lc.req = append(lc.req, api.ChunkPath(h.db, a)...)
+		lc.req = append(lc.req, api.ChunkPath(l.db, a)...)
 		lc.req = append(lc.req, " HTTP/1.1\r\nHost: "...)
 		lc.req = append(lc.req, l.host...)
 		lc.req = append(lc.req, "\r\nUser-Agent: chunkd\r\n"...)
@@ -326,11 +330,11 @@ func (lc *leanConn) roundTrip(h *httpService, as []addr.Addr, fn func(j int, r r
 		if lc.reused && closedByPeer(err) {
 			return 0, false, &idleClosedError{err}
 		}
-		return 0, false, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
+		return 0, false, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", lc.l.base, err)}
 	}
 	keep := true
 	for j, a := range as {
-		r, k, err := lc.readAnswer(h, a, j == 0)
+		r, k, err := lc.readAnswer(a, j == 0)
 		if err != nil {
 			// An error answer read whole keeps the connection if no
 			// answer is left to read on it.
@@ -349,29 +353,29 @@ func (lc *leanConn) roundTrip(h *httpService, as []addr.Addr, fn func(j int, r r
 // readAnswer reads the answer to the GET of chunk a (first: the first of
 // the connection's answers to a write). keep reports whether the
 // connection may carry another request.
-func (lc *leanConn) readAnswer(h *httpService, a addr.Addr, first bool) (reply, bool, error) {
+func (lc *leanConn) readAnswer(a addr.Addr, first bool) (reply, bool, error) {
 	resp, err := lc.readHead(first)
 	if err != nil {
 		var idle *idleClosedError
 		if errors.As(err, &idle) || errors.Is(err, errLeanFallback) {
 			return reply{}, false, err
 		}
-		return reply{}, false, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
+		return reply{}, false, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", lc.l.base, err)}
 	}
 	switch resp.status {
 	case http.StatusOK:
 		if resp.length > api.MaxFrameLen {
-			return reply{}, false, &serviceError{err: fmt.Errorf("cache service %s: chunk %s of %d bytes is above the limit of %d", h.base, a, resp.length, api.MaxFrameLen)}
+			return reply{}, false, &serviceError{err: fmt.Errorf("cache service %s: chunk %s of %d bytes is above the limit of %d", lc.l.base, a, resp.length, api.MaxFrameLen)}
 		}
 		data := make([]byte, resp.length)
 		if _, err := io.ReadFull(lc.br, data); err != nil {
-			return reply{}, false, &serviceError{err: fmt.Errorf("cache service %s: read chunk %s: %w", h.base, a, unexpectedEOF(err))}
+			return reply{}, false, &serviceError{err: fmt.Errorf("cache service %s: read chunk %s: %w", lc.l.base, a, unexpectedEOF(err))}
 		}
 		return reply{data: data, tier: resp.tier, found: true}, !resp.close, nil
 	case http.StatusNotFound: // no such chunk, or no such database
 		keep, err := lc.discard(resp)
 		if err != nil {
-			return reply{}, false, &serviceError{err: fmt.Errorf("cache service %s: read chunk %s: %w", h.base, a, err)}
+			return reply{}, false, &serviceError{err: fmt.Errorf("cache service %s: read chunk %s: %w", lc.l.base, a, err)}
 		}
 		return reply{}, keep, nil
 	}
@@ -381,7 +385,7 @@ func (lc *leanConn) readAnswer(h *httpService, a addr.Addr, first bool) (reply, 
 	if _, err := io.ReadFull(lc.br, body); err != nil {
 		body = body[:0] // cut short: the status text is the message
 	}
-	e := statusError(h.base, &http.Response{StatusCode: resp.status, Status: strconv.Itoa(resp.status) + " " + http.StatusText(resp.status),
+	e := statusError(lc.l.base, &http.Response{StatusCode: resp.status, Status: strconv.Itoa(resp.status) + " " + http.StatusText(resp.status),
 		Body: io.NopCloser(bytes.NewReader(body))})
 	return reply{}, resp.length == n && !resp.close, e
 }

@@ -417,16 +417,16 @@ func TestLeanOnlyForPlainHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := newLeanClient(u, "", 4, nil) != nil; got != want {
+		if got := newLeanClient(u, "base", "db", "", 4, nil) != nil; got != want {
 			t.Errorf("%s: lean %v, want %v", raw, got, want)
 		}
 	}
 	u, _ := url.Parse("http://127.0.0.1:7070")
-	if newLeanClient(u, "bad\r\ntoken", 4, nil) != nil {
+	if newLeanClient(u, "base", "db", "bad\r\ntoken", 4, nil) != nil {
 		t.Error("lean path for a token that is no header value")
 	}
 	t.Setenv(leanEnv, "0")
-	if newLeanClient(u, "", 4, nil) != nil {
+	if newLeanClient(u, "base", "db", "", 4, nil) != nil {
 		t.Errorf("lean path with %s=0", leanEnv)
 	}
 }

@@ -121,13 +121,14 @@ func newHTTPService(u *url.URL, db string, concurrency int, tlsCfg *tls.Config, 
 		DisableCompression: true,
 		TLSClientConfig:    tlsCfg,
 	}
+	base := strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/")
 	return &httpService{
-		base:  strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"),
+		base:  base,
 		db:    db,
 		tr:    tr,
 		hc:    &http.Client{Transport: tr},
 		token: token,
-		lean:  newLeanClient(u, token, tr.MaxIdleConnsPerHost, sp),
+		lean:  newLeanClient(u, base, db, token, tr.MaxIdleConnsPerHost, sp),
 	}
 }
 
@@ -164,7 +165,7 @@ func drain(body io.ReadCloser) {
 
 func (h *httpService) get(ctx context.Context, a addr.Addr) (reply, error) {
 	if h.lean != nil {
-		r, err := h.lean.getChunk(ctx, h, a)
+		r, err := h.lean.getChunk(ctx, a)
 		if err != errLeanFallback {
 			return r, err
 		}
@@ -264,7 +265,7 @@ func statusError(base string, resp *http.Response) error {
 
 func (h *httpService) getMany(ctx context.Context, as []addr.Addr, fn func(j int, r reply)) error {
 	if h.lean != nil && len(as) <= leanPipelineMax {
-		done, err := h.lean.getMany(ctx, h, as, fn)
+		done, err := h.lean.getMany(ctx, as, fn)
 		if err != errLeanFallback {
 			return err
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chunkd/chunkd/addr"
 )
 
 // smallDB makes a small SQLite file and imports it as database "s" into a
@@ -100,6 +102,19 @@ func TestServeMissingStoreWarns(t *testing.T) {
 	var e struct{ Error string }
 	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), "GET") || json.Unmarshal(body, &e) != nil || e.Error == "" {
 		t.Fatalf("DELETE /v1/dbs/s: %d, Allow %q, body %s", resp.StatusCode, resp.Header.Get("Allow"), body)
+	}
+	// A database of a store that is not there is unreachable (503), not
+	// unknown (404, which a client would read as "absent"), and the
+	// service says it is degraded.
+	if code, _, _ := svc.get("db1", addr.Of([]byte("x"))); code != http.StatusServiceUnavailable {
+		t.Errorf("a chunk of a database of the missing store: %d, want 503", code)
+	}
+	if resp, err := http.Get(svc.http + "/readyz"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "degraded") || !strings.Contains(string(b), "does not exist") {
+			t.Errorf("/readyz with the store missing: %s", b)
+		}
 	}
 	svc.stop()
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {

@@ -98,7 +98,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	if !store.Exists(st) {
-		log.Warn("the store does not exist (a folder that is not there): every database is unknown until it is made; check --store", "store", st.String())
+		log.Warn("the store does not exist (a folder that is not there): every read of a database fails as unreachable until it is made; check --store", "store", st.String())
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,10 +17,18 @@ import (
 	"github.com/chunkd/chunkd/tableset"
 )
 
-// storeTier reads chunks straight from the database's table files.
-type storeTier struct {
-	c   *Client
-	mdb *manifest.DB // nil without a store (Options.Store): then the root is the service's
+// fileTier reads chunks straight from the database's table files: the
+// store's objects, or the verified copies a cache service on this host
+// keeps (Options.LocalDir), which it opens instead where it has them.
+type fileTier struct {
+	opts *Options     // the client's, settled by Open
+	mdb  *manifest.DB // nil without a store (Options.Store): then the root is the service's
+	svc  service      // the cache service, nil without one: it names the root
+	ctr  *counters    // the client's
+	log  *slog.Logger
+	ctx  context.Context // the client's: loads in the background end with it
+	// keep hands each local copy opened to the client, which closes them.
+	keep func(*os.File)
 
 	mu      sync.Mutex
 	cur     *snapshot     // nil until the first load succeeds
@@ -49,10 +58,10 @@ type storeTier struct {
 // starts the load (Open does not: a same-host client whose pages all come
 // from a page image never needs the files, and loading their indexes
 // would only take a core from its reads).
-func (s *storeTier) localTables(ctx context.Context) []*table {
+func (s *fileTier) localTables(ctx context.Context) []*table {
 	s.mu.Lock()
 	cur := s.cur
-	if cur == nil && !s.localAsked && s.mdb != nil && s.c.svc != nil {
+	if cur == nil && !s.localAsked && s.mdb != nil && s.svc != nil {
 		s.localAsked = true
 		s.startLoadLocked()
 	}
@@ -84,13 +93,13 @@ var errNoStore = errors.New("client: no store (Options.Store): the cache service
 // --manifest-ttl old, or checked first with Options.FreshRoot), else the
 // store manifest's, waiting only for the manifest when nothing is loaded
 // yet.
-func (s *storeTier) root(ctx context.Context) (addr.Addr, error) {
-	if s.c.svc != nil {
+func (s *fileTier) root(ctx context.Context) (addr.Addr, error) {
+	if s.svc != nil {
 		root, err := s.serviceRoot(ctx)
 		if err == nil || s.mdb == nil {
 			return root, err
 		}
-		s.c.log.Warn("the cache service did not give the root; reading the store's manifest", "db", s.c.opts.DB, "err", err)
+		s.log.Warn("the cache service did not give the root; reading the store's manifest", "db", s.opts.DB, "err", err)
 	}
 	s.mu.Lock()
 	if cur := s.cur; cur != nil {
@@ -144,18 +153,18 @@ type table struct {
 // readAt reads table bytes: from the local copy when there is one, else
 // with a ranged read of the store. local says the bytes come from the
 // local copy, checked that the service has already hashed its chunks.
-func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (n int, checked, local bool, err error) {
+func (s *fileTier) readAt(ctx context.Context, t *table, p []byte, off int64) (n int, checked, local bool, err error) {
 	if t.local != nil {
 		n, err := t.local.ReadAt(p, off)
-		s.c.ctr.localReads.Add(1)
+		s.ctr.localReads.Add(1)
 		if err == nil {
 			return n, t.hashed, true, nil
 		}
-		s.c.log.Warn("read local copy; using the store", "key", t.key, "err", err)
+		s.log.Warn("read local copy; using the store", "key", t.key, "err", err)
 	}
-	n, err = s.c.opts.Store.ReadAt(ctx, t.key, p, off)
-	s.c.ctr.storeRequests.Add(1)
-	s.c.ctr.storeReadBytes.Add(int64(n))
+	n, err = s.opts.Store.ReadAt(ctx, t.key, p, off)
+	s.ctr.storeRequests.Add(1)
+	s.ctr.storeReadBytes.Add(int64(n))
 	return n, false, false, err
 }
 
@@ -167,8 +176,8 @@ func (s *storeTier) readAt(ctx context.Context, t *table, p []byte, off int64) (
 // (api.CacheLayout): then the copy is opened with its sums, which check
 // its index and every record or archive span it reads, and is not used
 // without them.
-func (s *storeTier) openLocal(name string, hashed bool) *tableset.File[*table] {
-	dir := s.c.opts.LocalDir
+func (s *fileTier) openLocal(name string, hashed bool) *tableset.File[*table] {
+	dir := s.opts.LocalDir
 	key, err := s.mdb.TableKey(name)
 	if err != nil {
 		return nil
@@ -189,8 +198,8 @@ func (s *storeTier) openLocal(name string, hashed bool) *tableset.File[*table] {
 		if err == nil {
 			var tf *tablefile.Table
 			if tf, err = tablefile.Open(f, st.Size(), &opts); err == nil {
-				s.c.ctr.tablesOpened.Add(1)
-				s.c.addLocal(f)
+				s.ctr.tablesOpened.Add(1)
+				s.keep(f)
 				return &tableset.File[*table]{
 					Object: tableset.Object{Name: name, Key: k, Size: st.Size()},
 					Index:  tf,
@@ -198,7 +207,7 @@ func (s *storeTier) openLocal(name string, hashed bool) *tableset.File[*table] {
 				}
 			}
 		}
-		s.c.log.Warn("ignoring local copy", "path", f.Name(), "err", err)
+		s.log.Warn("ignoring local copy", "path", f.Name(), "err", err)
 		f.Close()
 	}
 	return nil
@@ -220,7 +229,7 @@ func readSums(path string) (*tablefile.Sums, error) {
 // current returns the loaded database, loading it (or waiting for the
 // load in progress) first if need be. A failed load is retried by the
 // next caller.
-func (s *storeTier) current(ctx context.Context) (*snapshot, error) {
+func (s *fileTier) current(ctx context.Context) (*snapshot, error) {
 	s.mu.Lock()
 	if cur := s.cur; cur != nil {
 		s.mu.Unlock()
@@ -243,7 +252,7 @@ func (s *storeTier) current(ctx context.Context) (*snapshot, error) {
 
 // startLoadLocked starts a load unless one is running or done, and
 // returns the channel closed when the load ends. s.mu is held.
-func (s *storeTier) startLoadLocked() chan struct{} {
+func (s *fileTier) startLoadLocked() chan struct{} {
 	if s.cur != nil {
 		done := make(chan struct{})
 		close(done)
@@ -257,7 +266,7 @@ func (s *storeTier) startLoadLocked() chan struct{} {
 	go func() {
 		// The client's context, not a caller's: a reader that gives up
 		// waiting must not fail the load for everyone else.
-		snap, err := s.load(s.c.ctx, nil)
+		snap, err := s.load(s.ctx, nil)
 		s.mu.Lock()
 		if err == nil && s.cur == nil {
 			s.cur = snap
@@ -272,14 +281,14 @@ func (s *storeTier) startLoadLocked() chan struct{} {
 
 // serviceRoot returns the root the service reads, asking it once (until a
 // refresh).
-func (s *storeTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
+func (s *fileTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
 	s.svcMu.Lock()
 	defer s.svcMu.Unlock()
 	if !s.svcRoot.IsEmpty() {
 		return s.svcRoot, nil
 	}
-	s.c.ctr.svcRequests.Add(1)
-	root, err := s.c.svc.root(ctx, s.c.opts.FreshRoot)
+	s.ctr.svcRequests.Add(1)
+	root, err := s.svc.root(ctx, s.opts.FreshRoot)
 	if err != nil {
 		return addr.Addr{}, err
 	}
@@ -288,8 +297,8 @@ func (s *storeTier) serviceRoot(ctx context.Context) (addr.Addr, error) {
 }
 
 // refresh loads the manifest again, keeping the tables already open.
-func (s *storeTier) refresh(ctx context.Context) error {
-	if s.c.svc != nil {
+func (s *fileTier) refresh(ctx context.Context) error {
+	if s.svc != nil {
 		s.svcMu.Lock()
 		s.svcRoot = addr.Addr{}
 		s.svcMu.Unlock()
@@ -306,7 +315,7 @@ func (s *storeTier) refresh(ctx context.Context) error {
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(s.c.ctx, cancel)()
+	defer context.AfterFunc(s.ctx, cancel)()
 	snap, err := s.load(lctx, prev)
 	if err != nil {
 		return err
@@ -319,14 +328,13 @@ func (s *storeTier) refresh(ctx context.Context) error {
 
 // load reads the manifest and opens the index of every table file it
 // names that prev does not hold, several at once.
-func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error) {
+func (s *fileTier) load(ctx context.Context, prev *snapshot) (*snapshot, error) {
 	if s.mdb == nil {
 		return nil, errNoStore
 	}
-	c := s.c
-	l := &tableset.Loader[*table]{DB: s.mdb, OpenIndex: s.openIndex, Concurrency: c.opts.Concurrency}
+	l := &tableset.Loader[*table]{DB: s.mdb, OpenIndex: s.openIndex, Concurrency: s.opts.Concurrency}
 	m, _, err := l.Manifest(ctx)
-	c.ctr.manifestLoads.Add(1)
+	s.ctr.manifestLoads.Add(1)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -337,8 +345,8 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 	// Files a same-host service keeps (Options.LocalDir) open with no store
 	// IO; they are published with the root, so reads can use them before
 	// the other files' indexes arrive from the store.
-	if c.opts.LocalDir != "" {
-		marker, _ := os.ReadFile(filepath.Join(c.opts.LocalDir, api.CacheLayoutFile))
+	if s.opts.LocalDir != "" {
+		marker, _ := os.ReadFile(filepath.Join(s.opts.LocalDir, api.CacheLayoutFile))
 		hashed := string(marker) == api.CacheLayout
 		l.Local = func(name string) *tableset.File[*table] { return s.openLocal(name, hashed) }
 	}
@@ -358,7 +366,7 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 	if set.Journal {
 		// A local Dolt database's chunk journal is no table file; its
 		// chunks are out of reach (push to a remote, or gc, first).
-		c.log.Warn("database lists a chunk journal, which the client cannot read; its chunks will be missing", "db", s.mdb.String())
+		s.log.Warn("database lists a chunk journal, which the client cannot read; its chunks will be missing", "db", s.mdb.String())
 	}
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -367,28 +375,28 @@ func (s *storeTier) load(ctx context.Context, prev *snapshot) (*snapshot, error)
 }
 
 // openIndex reads a table file's index from the store.
-func (s *storeTier) openIndex(_ context.Context, o tableset.Object) (*tablefile.Table, *table, error) {
+func (s *fileTier) openIndex(_ context.Context, o tableset.Object) (*tablefile.Table, *table, error) {
 	// Index and dictionary reads go through metaReader, bound to the
 	// client's lifetime rather than to the context of whichever read
 	// happens to need a dictionary first.
-	tf, err := tablefile.Open(&metaReader{c: s.c, key: o.Key}, o.Size, &tablefile.Options{Tail: s.c.opts.IndexTail})
+	tf, err := tablefile.Open(&metaReader{s: s, key: o.Key}, o.Size, &tablefile.Options{Tail: s.opts.IndexTail})
 	if err != nil {
 		return nil, nil, err
 	}
-	s.c.ctr.tablesOpened.Add(1)
+	s.ctr.tablesOpened.Add(1)
 	return tf, &table{name: o.Name, key: o.Key, t: tf}, nil
 }
 
 // metaReader reads a table file's index and archive dictionaries.
 type metaReader struct {
-	c   *Client
+	s   *fileTier
 	key string
 }
 
 func (r *metaReader) ReadAt(p []byte, off int64) (int, error) {
-	n, err := r.c.opts.Store.ReadAt(r.c.ctx, r.key, p, off)
-	r.c.ctr.metaReads.Add(1)
-	r.c.ctr.storeReadBytes.Add(int64(n))
+	n, err := r.s.opts.Store.ReadAt(r.s.ctx, r.key, p, off)
+	r.s.ctr.metaReads.Add(1)
+	r.s.ctr.storeReadBytes.Add(int64(n))
 	if err != nil && n < len(p) && errors.Is(err, io.ErrUnexpectedEOF) {
 		err = io.EOF
 	}
@@ -400,7 +408,7 @@ var errNotInStore = fmt.Errorf("%w in any table file", ErrNotFound)
 
 // read reads chunk a from the first table file that holds it and gives
 // correct bytes, skipping table skip (one that already failed).
-func (s *storeTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip *table) ([]byte, error) {
+func (s *fileTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip *table) ([]byte, error) {
 	var first error
 	for t, e := range tablefile.Holding(snap.tables, (*table).index, a) {
 		if t == skip {
@@ -425,7 +433,7 @@ func (s *storeTier) read(ctx context.Context, snap *snapshot, a addr.Addr, skip 
 
 // readRecord reads and decodes the record of entry e of table t. A record
 // of a local copy that fails its checks is read again from the store.
-func (s *storeTier) readRecord(ctx context.Context, t *table, e tablefile.Entry) ([]byte, error) {
+func (s *fileTier) readRecord(ctx context.Context, t *table, e tablefile.Entry) ([]byte, error) {
 	stored := make([]byte, e.Length)
 	_, checked, local, err := s.readAt(ctx, t, stored, int64(e.Offset))
 	if err != nil {
@@ -433,15 +441,15 @@ func (s *storeTier) readRecord(ctx context.Context, t *table, e tablefile.Entry)
 	}
 	data, err := s.decode(t, e, stored, checked)
 	if err == nil && local {
-		s.c.ctr.localChunks.Add(1)
+		s.ctr.localChunks.Add(1)
 	}
 	if err == nil || !local {
 		return data, err
 	}
-	s.c.log.Warn("bad record in the cache service's local copy; reading it from the store", "path", t.local.Name(), "address", e.Addr.String(), "err", err)
-	n, err := s.c.opts.Store.ReadAt(ctx, t.key, stored, int64(e.Offset))
-	s.c.ctr.storeRequests.Add(1)
-	s.c.ctr.storeReadBytes.Add(int64(n))
+	s.log.Warn("bad record in the cache service's local copy; reading it from the store", "path", t.local.Name(), "address", e.Addr.String(), "err", err)
+	n, err := s.opts.Store.ReadAt(ctx, t.key, stored, int64(e.Offset))
+	s.ctr.storeRequests.Add(1)
+	s.ctr.storeReadBytes.Add(int64(n))
 	if err != nil {
 		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err}
 	}
@@ -451,11 +459,11 @@ func (s *storeTier) readRecord(ctx context.Context, t *table, e tablefile.Entry)
 // decode turns a record into its chunk (checking its CRC or zstd frame)
 // and checks it against its address, unless the service already has
 // (checked).
-func (s *storeTier) decode(t *table, e tablefile.Entry, stored []byte, checked bool) ([]byte, error) {
+func (s *fileTier) decode(t *table, e tablefile.Entry, stored []byte, checked bool) ([]byte, error) {
 	data, err := t.t.Decode(e, stored)
 	if err != nil {
 		if errors.Is(err, tablefile.ErrCorrupt) {
-			s.c.ctr.storeBad.Add(1)
+			s.ctr.storeBad.Add(1)
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: err}
@@ -464,7 +472,7 @@ func (s *storeTier) decode(t *table, e tablefile.Entry, stored []byte, checked b
 		return data, nil
 	}
 	if got := addr.Of(data); got != e.Addr {
-		s.c.ctr.storeBad.Add(1)
+		s.ctr.storeBad.Add(1)
 		return nil, &ChunkError{Addr: e.Addr, Tier: TierStore, From: t.key, Err: corruptHash(got)}
 	}
 	return data, nil
@@ -480,7 +488,7 @@ func corruptHash(got addr.Addr) error {
 // calls fn exactly once per position, maybe from several goroutines at
 // once. A chunk that fails in one file (bad bytes, failed read) is tried
 // in the other files that hold it.
-func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr, fn func(j int, data []byte, err error)) {
+func (s *fileTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr, fn func(j int, data []byte, err error)) {
 	pos := make(map[addr.Addr]int, len(as))
 	perTable := make(map[*table][]tablefile.Entry)
 	var order []*table
@@ -502,14 +510,14 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 	}
 	var jobs []job
 	for _, t := range order {
-		for _, r := range tablefile.MergeRanges(perTable[t], s.c.opts.Gap, s.c.opts.MaxRead) {
+		for _, r := range tablefile.MergeRanges(perTable[t], s.opts.Gap, s.opts.MaxRead) {
 			jobs = append(jobs, job{t, r})
 		}
 	}
 	if len(jobs) == 0 {
 		return
 	}
-	runLimited(len(jobs), s.c.opts.Concurrency, func(i int) {
+	runLimited(len(jobs), s.opts.Concurrency, func(i int) {
 		t, r := jobs[i].t, jobs[i].r
 		skip := t
 		if t.local != nil {
@@ -539,7 +547,7 @@ func (s *storeTier) readMany(ctx context.Context, snap *snapshot, as []addr.Addr
 				continue
 			}
 			if local {
-				s.c.ctr.localChunks.Add(1)
+				s.ctr.localChunks.Add(1)
 			}
 			fn(pos[e.Addr], data, nil)
 		}
@@ -557,8 +565,8 @@ func (t *table) index() *tablefile.Table { return t.t }
 // localSnapshot returns a snapshot of just the local copies when the
 // database is still loading and they hold every address asked for, so
 // those reads need not wait for the other files' indexes; else nil.
-func (s *storeTier) localSnapshot(ctx context.Context, want []addr.Addr, ks []int) *snapshot {
-	if s.c.opts.LocalDir == "" {
+func (s *fileTier) localSnapshot(ctx context.Context, want []addr.Addr, ks []int) *snapshot {
+	if s.opts.LocalDir == "" {
 		return nil
 	}
 	s.mu.Lock()
