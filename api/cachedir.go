@@ -42,11 +42,14 @@ const (
 	CacheLayout = "chunkd cache directory, layout 3: every chunk under tables/ was checked against its address; sums/ holds each file's sums\n"
 )
 
-// PatternHost is the route of GET the service's HostInfo.
-const PatternHost = "GET /v1/host"
+// PatternHost is the route of GET the service's HostInfo, asked for by a
+// client of database {db} (with tokens, one that grants it: a client
+// refused the database is not pointed at its files).
+const PatternHost = "GET /v1/dbs/{db}/host"
 
-// HostPath is the URL path of the service's HostInfo.
-const HostPath = "/v1/host"
+// HostPath is the URL path of the service's HostInfo for a client of
+// database db.
+func HostPath(db string) string { return DBPath(db) + "/host" }
 
 // HostInfo says where a service keeps its cache directory, and the token
 // in its host file that proves a client sees the same directory.

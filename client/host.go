@@ -30,7 +30,8 @@ const hostTimeout = time.Second
 // be the service's (an error says why it cannot be used); none given, a
 // client of an HTTP service at an address of this machine asks it where
 // its directory is (api.PatternHost: one request, a fraction of a
-// millisecond on loopback) and uses it if it can read it and its host
+// millisecond on loopback; with tokens, only a token that grants the
+// database is told) and uses it if it can read it and its host
 // file holds the service's token, so that a client on the service's host
 // reads its verified files and page images with no request per chunk. A
 // directory it cannot use is not an error then: the client reads through
@@ -108,7 +109,7 @@ func (c *Client) LocalDir() string { return c.opts.LocalDir }
 
 // hostInfo asks the service where its cache directory is.
 func (h *httpService) hostInfo(ctx context.Context) (api.HostInfo, error) {
-	req, err := h.newRequest(ctx, http.MethodGet, api.HostPath, nil)
+	req, err := h.newRequest(ctx, http.MethodGet, api.HostPath(h.db), nil)
 	if err != nil {
 		return api.HostInfo{}, err
 	}

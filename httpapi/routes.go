@@ -23,7 +23,7 @@ func (a *API) coreRoutes() []Route {
 		{Pattern: api.PatternDBs, Handler: http.HandlerFunc(a.listDBs), Need: auth.AnyToken, Metric: "http_list_dbs"},
 		{Pattern: api.PatternCache, Handler: http.HandlerFunc(a.cacheSummary), Need: auth.AnyToken, Metric: "http_cache"},
 		{Pattern: api.PatternDropCache, Handler: http.HandlerFunc(a.dropCache), Need: auth.DBToken, Metric: "http_drop_cache"},
-		{Pattern: api.PatternHost, Handler: http.HandlerFunc(a.host), Need: auth.AnyToken, Metric: "http_host"},
+		{Pattern: api.PatternHost, Handler: http.HandlerFunc(a.host), Need: auth.DBToken, Metric: "http_host"},
 	}
 }
 

@@ -34,8 +34,9 @@ func TestServeTLSAndTokens(t *testing.T) {
 	want := mustChunkd(t, "sql", "--file", file, "-q", q, "--format", "csv")
 
 	for _, service := range []string{https, "grpcs://" + svc.grpcAddr} {
-		// The right token, from the environment: every page from the service.
-		out, stats, err := chunkdEnv(t, []string{"CHUNKD_TOKEN=right"}, "sql", "--store", storeURL, "--db", "s", "--service", service, "--ca-file", certs.CA, "-q", q, "--format", "csv", "--service-timeout", "10s")
+		// The right token, from the environment: every page from the
+		// service (its directory not read, as from another host).
+		out, stats, err := chunkdEnv(t, []string{"CHUNKD_TOKEN=right"}, "sql", "--store", storeURL, "--db", "s", "--service", service, "--service-dir", "none", "--ca-file", certs.CA, "-q", q, "--format", "csv", "--service-timeout", "10s")
 		if err != nil || out != want {
 			t.Fatalf("%s, right token: %v\n%s%s", service, err, out, stats)
 		}
@@ -43,7 +44,8 @@ func TestServeTLSAndTokens(t *testing.T) {
 			t.Fatalf("%s, right token: not read from the service: %s", service, stats)
 		}
 		// Another database's token, as a flag: the answer is the same, read
-		// from the store, and the client says why. (A long hedge delay: a
+		// from the store (the service does not point this client at its
+		// directory), and the client says why. (A long hedge delay: a
 		// refusal that came after the store's answer would not be logged.)
 		out, stats, err = chunkdEnv(t, nil, "sql", "--store", storeURL, "--db", "s", "--service", service, "--ca-file", certs.CA, "--token", "other", "-q", q, "--format", "csv", "--service-timeout", "10s")
 		if err != nil || out != want {
