@@ -97,7 +97,7 @@ func checkReport(t *testing.T, out string, rep *Report) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wants := []string{"# chunkd bench " + rep.Suite, "## Environment", "## Results", "| p50 |", "kernel", "cache dir"}
+	wants := []string{"# chunkd-bench " + rep.Suite, "## Environment", "## Results", "| p50 |", "kernel", "cache dir"}
 	if rep.Suite != "disk" && rep.Suite != "bigdata" { // the suites that read an emulated store
 		wants = append(wants, "bandwidth cap of 1.0 GiB/s")
 	}
@@ -153,6 +153,9 @@ func checkReport(t *testing.T, out string, rep *Report) {
 	}
 	if env.Cores < 1 || env.GoVersion == "" || env.Date == "" || env.CommandLine == "" || env.Kernel == "" || env.CacheFS == "" || len(env.Params) == 0 {
 		t.Errorf("environment.json is missing facts: %s", raw)
+	}
+	if env.Suite != rep.Suite {
+		t.Errorf("environment.json names suite %q, want %q", env.Suite, rep.Suite)
 	}
 	if _, err := time.Parse(time.RFC3339, env.Date); err != nil {
 		t.Errorf("environment date: %v", err)
@@ -290,5 +293,116 @@ func TestCheckPaths(t *testing.T) {
 	}
 	if want := []string{pathLocal, pathService, pathSameHost}; !slices.Equal(got, want) {
 		t.Errorf("onlyPaths: %v, want %v", got, want)
+	}
+}
+
+// twoRuns is a case measured twice at different speeds: a fast run of
+// 300 operations of 100 µs and a slow one of 100 of 1 ms, as a closed
+// loop on a noisy machine gives. The pooled p50 is the fast run's (100
+// µs); the median of the runs' p50s is their mean (550 µs).
+func twoRuns() (fast, slow Sample) {
+	for range 300 {
+		fast.Lat = append(fast.Lat, 100*time.Microsecond)
+	}
+	for range 100 {
+		slow.Lat = append(slow.Lat, time.Millisecond)
+	}
+	fast.Elapsed, slow.Elapsed = 30*time.Millisecond, 100*time.Millisecond
+	return fast, slow
+}
+
+// fakeSuite measures nothing: it records twoRuns as one case, so that a
+// test can run the whole report path in milliseconds.
+var fakeSuite = suite{name: "fake", run: func(ctx context.Context, r *Runner) error {
+	fast, slow := twoRuns()
+	r.Report.Add(Summarize("fake", "case", "path", 1, []Stats{fast.Stats(), slow.Stats()}))
+	r.Report.Samples("case", "path", 1, fast.Lat)
+	r.Report.Samples("case", "path", 1, slow.Lat)
+	return nil
+}}
+
+// TestReportEnvironmentNamesSuite: environment.json says which suite it
+// describes (it said "suite": "").
+func TestReportEnvironmentNamesSuite(t *testing.T) {
+	out := t.TempDir()
+	rep, err := run(context.Background(), fakeSuite, Config{Out: out, Runs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "environment.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env Environment
+	if err := json.Unmarshal(raw, &env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Suite != "fake" {
+		t.Errorf("environment.json: suite %q, want %q:\n%s", env.Suite, "fake", raw)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	if !strings.Contains(string(md), "median of the runs' p50s") || !strings.Contains(string(md), "hist-case.png") {
+		t.Errorf("report.md does not show the histogram with what its p50 is:\n%s", md)
+	}
+	if rep.Results[0].P50US != 550 {
+		t.Errorf("the table's p50 = %v µs, want the median of the runs' p50s, 550", rep.Results[0].P50US)
+	}
+}
+
+// TestHistogramTitleSaysPooled: the histogram's title gives the pooled
+// operations' p50, which differs from the table's median of runs, so it
+// must say it is pooled (it gave "p50 100 µs" beside a table's 550).
+func TestHistogramTitleSaysPooled(t *testing.T) {
+	rep := newReport("fake", Config{})
+	fast, slow := twoRuns()
+	rep.Add(Summarize("fake", "case", "path", 1, []Stats{fast.Stats(), slow.Stats()}))
+	rep.Samples("case", "path", 1, fast.Lat)
+	rep.Samples("case", "path", 1, slow.Lat)
+	title := rep.histTitle(sampleKey{"case", "path", 1})
+	for _, want := range []string{"400 ops of 2 runs pooled", "p50 100.0 µs", "p99 1000 µs"} {
+		if !strings.Contains(title, want) {
+			t.Errorf("histogram title %q lacks %q", title, want)
+		}
+	}
+}
+
+// TestLoadWarning: a report whose run started with the 1-minute load
+// average above the core count says so; one that did not, does not.
+func TestLoadWarning(t *testing.T) {
+	for _, tc := range []struct {
+		load  string
+		cores int
+		warn  bool
+	}{
+		{"3.10 2.00 1.00", 2, true},
+		{"2.00 9.00 9.00", 2, false}, // at the core count, and only the 1-minute figure counts
+		{"0.50 0.40 0.30", 2, false},
+		{"", 2, false},
+		{"12.5 3 3", 8, true},
+	} {
+		rep := newReport("fake", Config{})
+		rep.Env = &Environment{LoadAvgStart: tc.load, Cores: tc.cores}
+		md := rep.Markdown()
+		got := strings.Contains(md, "Warning: a busy machine")
+		if got != tc.warn {
+			t.Errorf("load %q on %d cores: warning %v, want %v:\n%s", tc.load, tc.cores, got, tc.warn, md)
+		}
+		if tc.warn && !strings.Contains(md, "load average was "+strings.Fields(tc.load)[0]) {
+			t.Errorf("load %q: the warning does not give the load:\n%s", tc.load, md)
+		}
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"/tmp/go-build123/b001/exe/chunkd-bench", "sql", "--out", "/tmp/a b"}, "go run ./cmd/chunkd-bench sql --out '/tmp/a b'"},
+		{[]string{"./chunkd-bench", "sql", "--scale", "large"}, "./chunkd-bench sql --scale large"},
+	} {
+		if got := commandLine(tc.args); got != tc.want {
+			t.Errorf("commandLine(%q) = %q, want %q", tc.args, got, tc.want)
+		}
 	}
 }

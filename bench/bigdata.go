@@ -20,6 +20,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/shellquote"
 	"github.com/dustin/go-humanize"
 )
 
@@ -141,7 +142,7 @@ func (rig *bigdataRig) prepare(ctx context.Context, r *Runner, maxClients int) e
 	args := []string{"serve", "--store", storeDir, "--cache-dir", rig.cacheDir, "--listen", "127.0.0.1:0", "--grpc-listen", "",
 		"--mem", strconv.FormatInt(rig.mem, 10), "--disk", strconv.FormatInt(disk, 10),
 		"--fsync=" + strconv.FormatBool(cfg.Fsync), "--log-level", "info"}
-	r.Logf("bigdata: starting %s", shellQuote(append([]string{binary}, args...)))
+	r.Logf("bigdata: starting %s", shellquote.Join(append([]string{binary}, args...)))
 	if rig.svc, err = startChild(ctx, binary, args, env, rig.cg); err != nil {
 		return err
 	}
@@ -633,16 +634,17 @@ func waitDownloaded(ctx context.Context, r *Runner, hc *http.Client, svc *child,
 }
 
 // serviceBinary returns the chunkd binary to run the service with:
-// Config.Binary, or one built with go build into the work dir.
+// Config.Binary, or one built with go build into the work dir from the
+// module in the current directory (chunkd's source tree).
 func serviceBinary(ctx context.Context, r *Runner) (string, string, error) {
 	if r.Config.Binary != "" {
-		return r.Config.Binary, "the running binary", nil
+		return r.Config.Binary, "the binary given (--binary)", nil
 	}
 	out := filepath.Join(r.WorkDir, "chunkd")
 	r.Logf("building the chunkd binary: go build -o %s github.com/chunkd/chunkd/cmd/chunkd", out)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/chunkd/chunkd/cmd/chunkd")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go build chunkd: %v\n%s", err, msg)
+		return "", "", fmt.Errorf("go build chunkd for the service (run from chunkd's source tree, or name a chunkd binary with --binary): %v\n%s", err, msg)
 	}
 	return out, "built with go build for this run", nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/api/chunkpb"
 	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/internal/shellquote"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/store"
@@ -359,7 +360,7 @@ func (rig *chunksRig) startServe(ctx context.Context, r *Runner, memBytes int64)
 		if rig.serve, err = startChild(ctx, binary, args, nil, nil); err != nil {
 			return err
 		}
-		r.Report.Env.Set("serve-memory's service", "child process `%s` (%s), the store without emulated latency (it only feeds the download)", shellQuote(append([]string{binary}, args...)), how)
+		r.Report.Env.Set("serve-memory's service", "child process `%s` (%s), the store without emulated latency (it only feeds the download)", shellquote.Join(append([]string{binary}, args...)), how)
 		if _, err := rig.cc.get(ctx, 0, rig.serve.url+api.ChunkPath(chunksDB, rig.file.Addrs[0])); err != nil {
 			return err
 		}

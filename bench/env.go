@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chunkd/chunkd/internal/shellquote"
 	"github.com/dustin/go-humanize"
 )
 
@@ -74,10 +75,11 @@ func (e *Environment) Set(name, format string, args ...any) {
 	e.Params = append(e.Params, Param{name, v})
 }
 
-func collectEnvironment(ctx context.Context, cfg Config) *Environment {
+func collectEnvironment(ctx context.Context, suite string, cfg Config) *Environment {
 	e := &Environment{
 		Date:        time.Now().UTC().Format(time.RFC3339),
 		CommandLine: commandLine(cfg.CommandLine),
+		Suite:       suite,
 		Scale:       string(cfg.Scale),
 		Runs:        cfg.Runs,
 		GoVersion:   runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
@@ -96,6 +98,24 @@ func collectEnvironment(ctx context.Context, cfg Config) *Environment {
 	e.DeviceRotational, e.DeviceScheduler = blockQueue(m.device)
 	e.CacheFSMagic, e.CacheFreeBytes = statFS(cfg.CacheDir)
 	return e
+}
+
+// loadWarning says why the figures are suspect when the 1-minute load
+// average at the start was above the number of cores (other work had the
+// machine: every figure is slower and noisier than on an idle one), or
+// "" when it was not.
+func (e *Environment) loadWarning() string {
+	f := strings.Fields(e.LoadAvgStart)
+	if len(f) == 0 || e.Cores < 1 {
+		return ""
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || load <= float64(e.Cores) {
+		return ""
+	}
+	return fmt.Sprintf("the 1-minute load average was %s at the start, above the machine's %d cores: "+
+		"other work shared them, so every figure is slower and noisier than on an idle machine "+
+		"(compare paths within this report only, and see the spread column)", f[0], e.Cores)
 }
 
 func (e *Environment) finish(took time.Duration) {
@@ -304,25 +324,10 @@ func blockQueue(device string) (rotational, scheduler string) {
 }
 
 // commandLine renders the command line, naming a binary that go run
-// built in a temporary directory "go run ./cmd/chunkd".
+// built in a temporary directory "go run ./cmd/NAME".
 func commandLine(args []string) string {
-	if len(args) > 0 && strings.Contains(args[0], "go-build") && filepath.Base(args[0]) == "chunkd" {
-		return "go run ./cmd/chunkd " + shellQuote(args[1:])
+	if len(args) > 0 && strings.Contains(args[0], "go-build") {
+		return strings.TrimSpace("go run ./cmd/" + filepath.Base(args[0]) + " " + shellquote.Join(args[1:]))
 	}
-	return shellQuote(args)
-}
-
-// shellQuote renders args as a shell command line.
-func shellQuote(args []string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
-		}) < 0 {
-			out[i] = a
-		} else {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(out, " ")
+	return shellquote.Join(args)
 }

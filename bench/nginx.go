@@ -161,7 +161,7 @@ func (p *nginxPeer) config(listen, origin string) string {
 	if os.Geteuid() == 0 { // workers would otherwise drop to an unprivileged user that cannot write p.dir
 		user = "user root;\n"
 	}
-	return fmt.Sprintf(`# written by chunkd bench chunks: nginx proxy_cache with the slice module
+	return fmt.Sprintf(`# written by chunkd-bench chunks: nginx proxy_cache with the slice module
 daemon off;
 master_process on;
 worker_processes %d;

@@ -157,9 +157,7 @@ func (r *Report) histogram(cs, file string) (bool, error) {
 		}
 		h := &plotter.Histogram{Bins: bins, FillColor: plotutil.Color(i), LineStyle: draw.LineStyle{Color: color.Gray{Y: 60}, Width: vg.Points(0.5)}}
 		p := plot.New()
-		ss := sorted(s)
-		p.Title.Text = fmt.Sprintf("%s %s: %s, %d %s (%d ops; p50 %s µs, p99 %s µs)", r.Suite, cs, k.path, k.threads, r.ThreadsLabel, len(s),
-			fmtUS(float64(Percentile(ss, 50))/1e3), fmtUS(float64(Percentile(ss, 99))/1e3))
+		p.Title.Text = r.histTitle(k)
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.X.Min, p.X.Max = lo, hi
@@ -188,6 +186,20 @@ func (r *Report) histogram(cs, file string) (bool, error) {
 		return false, err
 	}
 	return true, f.Close()
+}
+
+// histTitle is the title of k's histogram panel. Its percentiles are of
+// the operations pooled from every run, as the panel draws them, which
+// is not the tables' p50 (the median of the runs' p50s): where runs
+// differ, the fast ones pool more operations, so the title says which.
+func (r *Report) histTitle(k sampleKey) string {
+	s := sorted(r.samples[k])
+	runs := ""
+	if res, ok := r.find(k.cs, k.path, k.threads); ok && res.Runs > 1 {
+		runs = fmt.Sprintf(" of %d runs", res.Runs)
+	}
+	return fmt.Sprintf("%s %s: %s, %d %s; %d ops%s pooled: p50 %s µs, p99 %s µs", r.Suite, k.cs, k.path, k.threads, r.ThreadsLabel,
+		len(s), runs, fmtUS(float64(Percentile(s, 50))/1e3), fmtUS(float64(Percentile(s, 99))/1e3))
 }
 
 // sorted returns a sorted copy of s (samples pooled from several runs are

@@ -231,7 +231,7 @@ func (r *Report) find(cs, path string, threads int) (Result, bool) {
 // Markdown renders report.md.
 func (r *Report) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# chunkd bench %s\n\n", r.Suite)
+	fmt.Fprintf(&b, "# chunkd-bench %s\n\n", r.Suite)
 	if r.Intro != "" {
 		b.WriteString(strings.TrimSpace(r.Intro) + "\n\n")
 	}
@@ -246,6 +246,9 @@ func (r *Report) Markdown() string {
 		b.WriteString("## Environment\n\n")
 		b.WriteString(r.Env.Markdown())
 		b.WriteString("\n")
+		if w := r.Env.loadWarning(); w != "" {
+			fmt.Fprintf(&b, "**Warning: a busy machine.** %s%s.\n\n", strings.ToUpper(w[:1]), w[1:])
+		}
 	}
 	b.WriteString("## Results\n\n")
 	if len(r.Results) == 0 {
@@ -269,6 +272,10 @@ func (r *Report) Markdown() string {
 			fmt.Fprintf(&b, "- %s\n", n)
 		}
 		b.WriteString("\n")
+	}
+	if len(r.samples) > 0 {
+		b.WriteString("The histograms pool the operations of every run; the p50 in their titles is of those pooled operations, " +
+			"where the tables give the median of the runs' p50s.\n\n")
 	}
 	b.WriteString("Files: `results.csv` (one row per case, path and thread count), `metrics.csv` (other figures), " +
 		"`environment.json` (the block above), and the plots.\n")

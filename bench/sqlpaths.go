@@ -83,7 +83,7 @@ func prepareSQLDataset(ctx context.Context, r *Runner, name, db string, rtt time
 		return nil, err
 	}
 	r.Logf("importing %s (%s) into %s", name, humanize.IBytes(uint64(ds.fileSize)), ds.storeDir)
-	ds.imp, err = sqlchunks.Import(ctx, ds.plain, ds.file, sqlchunks.ImportOptions{DB: db, Message: "chunkd bench", Appendix: true})
+	ds.imp, err = sqlchunks.Import(ctx, ds.plain, ds.file, sqlchunks.ImportOptions{DB: db, Message: "chunkd-bench", Appendix: true})
 	if err != nil {
 		ds.plain.Close()
 		return nil, err

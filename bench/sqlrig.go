@@ -296,17 +296,11 @@ func (m *sqlRuns) setHitRatios(paths []string) {
 	setHitRatios(m.rep, paths, byPath)
 }
 
-// statementContext is the context the SQL suites run their measured
-// statements under: ctx without its cancellation. drive checks ctx
-// between operations (a whole transaction in sysbench and title5),
-// runSQLQuery between point lookups; a query run once (a join, a scan)
-// and the statements' preparation keep ctx. Under a context that can be
-// canceled, database/sql starts a goroutine for every query to watch it,
-// woken when the query ends (and the SQLite driver runs every Exec on a
-// goroutine of its own): thread wake-ups that on our 2-core VM cost a
-// local point lookup 10–300 µs over its 21 µs and one through the service
-// about 40 µs (1,000 lookups, five rounds each way; docs/benchmarks.md) —
-// noise of the harness, not of the storage path under test. A
-// transaction now always reaches its COMMIT, where a cancel inside one
-// left the session's connection in it.
+// statementContext is ctx without its cancellation, for the SQL suites'
+// measured statements (drive checks ctx between operations, runSQLQuery
+// between point lookups; one-off queries and preparation keep ctx). Under
+// a context that can be canceled, database/sql watches each query from a
+// goroutine of its own, whose wake-ups cost a local point lookup 10–300 µs
+// over its 21 µs on our 2-core VM: noise of the harness on both sides of
+// every ratio. A transaction also always reaches its COMMIT.
 func statementContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

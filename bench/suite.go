@@ -20,7 +20,7 @@ import (
 type Suite interface {
 	// Name is the suite's command-line name: lower case, no spaces.
 	Name() string
-	// Synopsis is one line for "chunkd bench -h".
+	// Synopsis is one line for "chunkd-bench -h".
 	Synopsis() string
 	// Run measures at r.Config's scale.
 	Run(ctx context.Context, r *Runner) error
@@ -228,6 +228,12 @@ func Run(ctx context.Context, name string, cfg Config) (*Report, error) {
 	if !ok {
 		return nil, fmt.Errorf("no suite %q (have: %s)", name, suiteNames())
 	}
+	return run(ctx, s, cfg)
+}
+
+// run runs suite s (Run's work once the name is looked up).
+func run(ctx context.Context, s Suite, cfg Config) (*Report, error) {
+	name := s.Name()
 	if cfg.Out == "" {
 		return nil, errors.New("no output directory")
 	}
@@ -272,8 +278,11 @@ func Run(ctx context.Context, name string, cfg Config) (*Report, error) {
 	if err := os.MkdirAll(r.WorkDir, 0o755); err != nil {
 		return nil, err
 	}
-	r.Report.Env = collectEnvironment(ctx, cfg)
+	r.Report.Env = collectEnvironment(ctx, s.Name(), cfg)
 	r.Logf("%s: scale %s, %d runs, report in %s", s.Name(), cfg.Scale, cfg.Runs, cfg.Out)
+	if w := r.Report.Env.loadWarning(); w != "" {
+		r.Logf("warning: %s", w)
+	}
 	start := time.Now()
 	runErr := s.Run(ctx, r)
 	r.Report.Env.finish(time.Since(start))

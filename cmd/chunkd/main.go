@@ -65,8 +65,6 @@ func commands(stdout, stderr io.Writer) []command {
 			"run a SQL query on a database in a store (through the tiers) or on a local file")},
 		&tablefileCommand{base("tablefile",
 			"list, read and verify table files and archives (ls, get, verify)")},
-		&benchCommand{base("bench",
-			"run a benchmark suite (disk, chunks, bigdata, sql, sysbench, title5) and write a report with its environment")},
 		&statusCommand{base("status",
 			"show a running cache service's databases and cache, or wait until it is ready")},
 		&versionCommand{base("version",
@@ -126,6 +124,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "chunkd %s: %v\n", c.Name(), err)
 			return 1
 		}
+	}
+	if args[0] == "bench" {
+		fmt.Fprint(stderr, benchMoved(args[1:]))
+		return 2
 	}
 	fmt.Fprintf(stderr, "chunkd: unknown command %q\n\n", args[0])
 	printUsage(stderr, cmds)
