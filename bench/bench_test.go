@@ -359,10 +359,17 @@ func TestHistogramTitleSaysPooled(t *testing.T) {
 	rep.Samples("case", "path", 1, fast.Lat)
 	rep.Samples("case", "path", 1, slow.Lat)
 	title := rep.histTitle(sampleKey{"case", "path", 1})
-	for _, want := range []string{"400 ops of 2 runs pooled", "p50 100.0 µs", "p99 1000 µs"} {
+	for _, want := range []string{"path, 1 client;", "400 ops of 2 runs pooled: p50 100.0 µs, p99 1000 µs"} {
 		if !strings.Contains(title, want) {
 			t.Errorf("histogram title %q lacks %q", title, want)
 		}
+	}
+	// One run: nothing is pooled, and its p50 is the table's.
+	one := newReport("fake", Config{})
+	one.Add(Summarize("fake", "case", "path", 4, []Stats{fast.Stats()}))
+	one.Samples("case", "path", 4, fast.Lat)
+	if title := one.histTitle(sampleKey{"case", "path", 4}); !strings.Contains(title, "path, 4 clients; 300 ops: p50 100.0 µs") {
+		t.Errorf("one run's histogram title: %q", title)
 	}
 }
 

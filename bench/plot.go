@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -194,12 +195,16 @@ func (r *Report) histogram(cs, file string) (bool, error) {
 // differ, the fast ones pool more operations, so the title says which.
 func (r *Report) histTitle(k sampleKey) string {
 	s := sorted(r.samples[k])
-	runs := ""
+	ops := fmt.Sprintf("%d ops", len(s))
 	if res, ok := r.find(k.cs, k.path, k.threads); ok && res.Runs > 1 {
-		runs = fmt.Sprintf(" of %d runs", res.Runs)
+		ops = fmt.Sprintf("%d ops of %d runs pooled", len(s), res.Runs)
 	}
-	return fmt.Sprintf("%s %s: %s, %d %s; %d ops%s pooled: p50 %s µs, p99 %s µs", r.Suite, k.cs, k.path, k.threads, r.ThreadsLabel,
-		len(s), runs, fmtUS(float64(Percentile(s, 50))/1e3), fmtUS(float64(Percentile(s, 99))/1e3))
+	label := r.ThreadsLabel
+	if k.threads == 1 {
+		label = strings.TrimSuffix(label, "s") // 1 client, 1 thread
+	}
+	return fmt.Sprintf("%s %s: %s, %d %s; %s: p50 %s µs, p99 %s µs", r.Suite, k.cs, k.path, k.threads, label,
+		ops, fmtUS(float64(Percentile(s, 50))/1e3), fmtUS(float64(Percentile(s, 99))/1e3))
 }
 
 // sorted returns a sorted copy of s (samples pooled from several runs are
