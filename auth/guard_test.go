@@ -2,14 +2,12 @@ package auth
 
 import (
 	"encoding/base64"
-	"go/parser"
-	"go/token"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/chunkd/chunkd/internal/imports"
 )
 
 // TestBearerToken: the token of an Authorization header, bearer or Basic
@@ -35,25 +33,8 @@ func TestBearerToken(t *testing.T) {
 // or methods: not the wire formats (api), not any feature's protocol, no
 // transport.
 func TestGuardKnowsNoRoute(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		pf, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range pf.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if strings.HasPrefix(path, "github.com/chunkd/chunkd/") || strings.HasPrefix(path, "google.golang.org/grpc") || path == "net/http" {
-				t.Errorf("%s imports %s: the guard must know no route, method or transport", f, path)
-			}
-		}
-	}
+	imports.Refuse(t, "the guard must know no route, method or transport",
+		"github.com/chunkd/chunkd", "google.golang.org/grpc", "net/http")
 }
 
 // TestCheck: each Need against each token, with metrics open and not.
