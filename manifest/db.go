@@ -230,8 +230,10 @@ func (db *DB) Update(ctx context.Context, old string, m *Manifest) (string, erro
 		return "", err
 	}
 	data := m.Marshal()
+	var sc []byte
 	if len(m.Appendix) > 0 {
-		sc, err := json.Marshal(sidecar{
+		var err error
+		sc, err = json.Marshal(sidecar{
 			Format:   SidecarFormat,
 			Manifest: addr.Of(data).String(),
 			Appendix: m.Appendix,
@@ -252,7 +254,40 @@ func (db *DB) Update(ctx context.Context, old string, m *Manifest) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("update database %s: write %s: %w", db, db.ManifestKey(), err)
 	}
+	if len(m.Appendix) > 0 {
+		db.repairSidecar(ctx, data, version, sc)
+	}
 	return version, nil
+}
+
+// repairSidecar puts the sidecar sc of the manifest just written (data,
+// at version) again if a writer that lost the race to it wrote its own
+// sidecar meanwhile (they write theirs before their conditional write
+// fails), and the manifest is still this one. It narrows the window in
+// which readers of a current manifest see no appendix; it cannot close
+// it (no store offers a write conditional on another object), so a
+// failure here is not the update's.
+func (db *DB) repairSidecar(ctx context.Context, data []byte, version string, sc []byte) {
+	cur, err := db.readSidecar(ctx)
+	if err != nil || (cur != nil && cur.Manifest == addr.Of(data).String()) {
+		return
+	}
+	if info, err := db.s.Head(ctx, db.ManifestKey()); err != nil || info.Version != version {
+		return
+	}
+	db.s.Put(ctx, db.SidecarKey(), sc)
+}
+
+// UpdateBytes returns how many bytes Update puts for m: the manifest and,
+// when m has an appendix, the sidecar.
+func UpdateBytes(m *Manifest) int64 {
+	data := m.Marshal()
+	n := int64(len(data))
+	if len(m.Appendix) > 0 {
+		sc, _ := json.Marshal(sidecar{Format: SidecarFormat, Manifest: addr.Of(data).String(), Appendix: m.Appendix})
+		n += int64(len(sc))
+	}
+	return n
 }
 
 // checkVersion returns an error wrapping store.ErrPrecondition if the

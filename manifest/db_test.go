@@ -384,8 +384,10 @@ func TestSidecarCrashBetweenWrites(t *testing.T) {
 }
 
 // A loser that writes its sidecar after the winner's, then loses the
-// manifest race, leaves the winner's manifest without an appendix; it
-// never leaves the loser's appendix on the winner's manifest.
+// manifest race, never leaves the loser's appendix on the winner's
+// manifest; the winner, finding another sidecar after its commit, puts
+// its own again. (A loser's sidecar that lands after that leaves the
+// winner's manifest without an appendix: TestSidecarLateLoser.)
 func TestSidecarLoserOverwrites(t *testing.T) {
 	ctx := context.Background()
 	db, mem, v0 := dbAtR0(t)
@@ -413,6 +415,30 @@ func TestSidecarLoserOverwrites(t *testing.T) {
 		if !got.HasSpec(name) {
 			t.Errorf("appendix %s not in manifest", name)
 		}
+	}
+	if got.Root != win.Root || !reflect.DeepEqual(got.Appendix, win.Appendix) {
+		t.Errorf("root %s appendix %v, want the winner's root and appendix %v", got.Root, got.Appendix, win.Appendix)
+	}
+}
+
+// TestSidecarLateLoser: a loser's sidecar that lands after the winner
+// has committed and checked its own leaves the winner's manifest without
+// an appendix, never with the loser's.
+func TestSidecarLateLoser(t *testing.T) {
+	ctx := context.Background()
+	db, mem, v0 := dbAtR0(t)
+	win := withAppendix(t, "win", "winapp", 1, "t0")
+	lose := withAppendix(t, "lose", "loseapp", 1, "t0")
+	if _, err := db.Update(ctx, v0, win); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(sidecar{Format: SidecarFormat, Manifest: addr.Of(lose.Marshal()).String(), Appendix: lose.Appendix})
+	if err := mem.Put(ctx, "db/manifest.chunkd", b); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := db.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if got.Root != win.Root || got.Appendix != nil {
 		t.Errorf("root %s appendix %v, want the winner's root and no appendix", got.Root, got.Appendix)

@@ -14,11 +14,27 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/chunkd/chunkd/tableset"
+)
+
+// DefaultAppendixThreshold is ImportOptions.AppendixThreshold's default:
+// the appendix is rewritten once it lacks more than 15% of a version's
+// pages.
+const DefaultAppendixThreshold = 0.15
+
+// Merging small table files (see ImportOptions): an import that finds
+// more than mergeFiles plain files of at most mergeFileMax bytes beside
+// the appendix copies their chunks into its own new file, and the
+// manifest names that one instead.
+const (
+	mergeFiles   = 32
+	mergeFileMax = 16 << 20
 )
 
 // ImportOptions configure Import.
@@ -31,13 +47,29 @@ type ImportOptions struct {
 	// of two from 512 to 65536) through a VACUUM INTO copy. 0 (or the
 	// file's own page size) keeps the file's pages as they are.
 	PageSize int
-	// Appendix also writes an appendix file holding every chunk of the new
-	// version - root, page map, pages in page order - and names it as the
-	// database's appendix in the manifest (replacing the previous one,
-	// which stays as an ordinary table file). The cache service downloads
-	// an appendix whole, so a cold service gets the whole version in one
-	// sequential download. It is a full copy of the database.
+	// Appendix keeps an appendix: a table file holding every chunk of one
+	// version (root, page map, the open set's pages, the other pages in
+	// page order), named as the database's appendix in the manifest. The
+	// cache service downloads an appendix whole, so a cold service gets a
+	// version in one sequential download.
+	//
+	// The appendix is a full copy, so it is not rewritten on every
+	// import: an import writes its new chunks to a plain table file, and
+	// a version is then the appendix of an older one plus the newer
+	// files. An import writes a new appendix of its version instead
+	// (holding its new chunks too: each is written once) when the
+	// database has none, when Compact is set, or when the pages of the
+	// version that the appendix lacks would exceed AppendixThreshold of
+	// its pages. So the first import writes each page once, into the
+	// appendix.
 	Appendix bool
+	// AppendixThreshold is the fraction of a version's pages the appendix
+	// may lack before an import rewrites it; 0 means
+	// DefaultAppendixThreshold.
+	AppendixThreshold float64
+	// Compact, with Appendix, rewrites the appendix with this version
+	// whatever it lacks.
+	Compact bool
 	// Progress, if not nil, is called as the import goes, with phase
 	// "snapshot" (bytes of the source file), "read" (pages read and
 	// hashed), "upload" (bytes of the new table file put to the store) or
@@ -48,13 +80,21 @@ type ImportOptions struct {
 	// beforeUpdate, if set (by tests), is called before each conditional
 	// manifest write, with the attempt number from 1.
 	beforeUpdate func(attempt int)
+	// memo, if set (by Publisher), remembers pages between imports of one
+	// source, so that pages whose fast hash did not change are not hashed
+	// again with SHA-512.
+	memo *pageMemo
 }
 
 // ImportResult describes an import.
 type ImportResult struct {
 	// Root is the new version's root chunk; Parent the version it was
-	// imported on top of (zero for the first).
+	// imported on top of (zero for the first). For an unchanged file,
+	// Root is the database's current version, which stays the head.
 	Root, Parent addr.Addr
+	// Unchanged says the file holds exactly the database's current
+	// version (same pages): nothing was written, no version made.
+	Unchanged bool
 	// PageSize and Pages describe the imported database file.
 	PageSize int
 	Pages    int64
@@ -62,16 +102,28 @@ type ImportResult struct {
 	// chunks and the root); NewChunks how many of them the database did
 	// not have before, which the import uploaded.
 	Chunks, NewChunks int
-	// TableFile names the table file holding the new chunks ("" if there
-	// were none), TableBytes its size. When the import had to retry on top
-	// of a concurrent import, the re-parented root chunk went into a small
-	// extra table file whose bytes TableBytes includes.
+	// TableFile names the plain table file the import wrote ("" if none:
+	// nothing was new, or it all went into a new appendix), TableBytes
+	// its size. When the import had to retry on top of a concurrent
+	// import, the re-parented root chunk (and any chunk the database lost
+	// meanwhile) went into a small extra table file whose bytes
+	// TableBytes includes.
 	TableFile  string
 	TableBytes int64
-	// AppendixFile and AppendixBytes describe the appendix file ("" if
-	// ImportOptions.Appendix was false).
+	// Merged names the small table files whose chunks the new table file
+	// took in; the manifest no longer names them.
+	Merged []string
+	// AppendixFile and AppendixBytes describe the new appendix file (""
+	// if the import wrote none).
 	AppendixFile  string
 	AppendixBytes int64
+	// Lacking is how many of the version's pages the database's appendix
+	// lacks after the import (0 when it wrote one; all of them when the
+	// database keeps none).
+	Lacking int64
+	// StoreBytes is every byte the import put to the store: table files,
+	// appendix, manifest and sidecar.
+	StoreBytes int64
 	// Elapsed is how long the import took.
 	Elapsed time.Duration
 }
@@ -90,19 +142,22 @@ const hashBatch = 256
 // It takes a consistent snapshot of the file with SQLite itself (the online
 // backup API, page for page, into a temporary file; or VACUUM INTO when
 // re-paging), so the source may be in use, in rollback or WAL mode, while
-// it is imported. It then hashes every page, and writes the pages, page-map
-// chunks and root chunk that no table file of the database holds yet into
-// one new table file, puts it (and the appendix file, if asked), and
-// replaces the manifest conditionally (manifest.DB.Update). If another
-// import changed the manifest in the meantime, Import loads it again and
-// retries on top of the new head (the uploaded table file is kept; only
-// the root chunk, whose parent changes, is written again), up to a few
-// times; so every import that succeeds is in the history, none is lost.
+// it is imported. It then hashes every page. A file whose pages are the
+// current version's publishes nothing (ImportResult.Unchanged). Otherwise
+// the pages, page-map chunks and root chunk that no table file of the
+// database holds yet go into one new table file (or into a new appendix,
+// see ImportOptions.Appendix), which is put, and the manifest is replaced
+// conditionally (manifest.DB.Update). If another writer changed the
+// manifest in the meantime, Import loads it again and retries on top of
+// the new head (the uploaded files are kept; the root chunk, whose parent
+// changes, is written again, with any chunk the import counted on that the
+// database no longer holds), up to a few times; so every import that
+// succeeds is in the history, none is lost.
 //
 // A database that changed in a few pages since the previous import costs
-// those pages, the page-map chunks above them and one root chunk of upload
-// (plus a full copy with Appendix). Temporary files go to os.TempDir()
-// and are removed; the new table file is held in memory while it is put.
+// those pages, the page-map chunks above them and one root chunk of upload.
+// Temporary files go to os.TempDir() and are removed; the new table file
+// is held in memory while it is put.
 func Import(ctx context.Context, s store.Store, path string, o ImportOptions) (*ImportResult, error) {
 	start := time.Now()
 	res, err := doImport(ctx, s, path, &o)
@@ -144,15 +199,26 @@ func doImport(ctx context.Context, s store.Store, path string, o *ImportOptions)
 		return nil, err
 	}
 	defer cleanup()
+	res, _, err := importSource(ctx, mdb, h, src, o)
+	return res, err
+}
+
+// importSource makes src a new version on top of head h (or finds it
+// unchanged) and commits it; it returns the head the commit went on top
+// of.
+func importSource(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *ImportOptions) (*ImportResult, *head, error) {
 	v, err := upload(ctx, mdb, h, src, o)
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
-	if err := v.commit(ctx, mdb, h, o); err != nil {
-		return nil, err
+	if v.res.Unchanged {
+		return v.res, h, nil
+	}
+	if h, err = v.commit(ctx, mdb, h, o); err != nil {
+		return nil, h, err
 	}
 	v.res.Root, v.res.Parent = v.rootAddr, v.rt.parent
-	return v.res, nil
+	return v.res, h, nil
 }
 
 // check checks the options (and the store) before anything is read.
@@ -169,15 +235,33 @@ func (o *ImportOptions) check(s store.Store) error {
 	if len(o.Message) > maxMessage {
 		return fmt.Errorf("message of %d bytes is longer than %d", len(o.Message), maxMessage)
 	}
+	if o.AppendixThreshold < 0 || o.AppendixThreshold > 1 {
+		return fmt.Errorf("appendix threshold %g: want a fraction from 0 to 1", o.AppendixThreshold)
+	}
 	return nil
 }
 
+func (o *ImportOptions) threshold() float64 {
+	if o.AppendixThreshold == 0 {
+		return DefaultAppendixThreshold
+	}
+	return o.AppendixThreshold
+}
+
 // source is the snapshot an import reads: a consistent copy of the
-// database file.
+// database, a file or bytes in memory.
 type source struct {
-	f        *os.File
+	r        io.ReaderAt
 	pageSize int
 	pages    int64
+}
+
+// page reads page n (1-based) into b.
+func (s *source) page(n int64, b []byte) error {
+	if _, err := s.r.ReadAt(b[:s.pageSize], (n-1)*int64(s.pageSize)); err != nil {
+		return fmt.Errorf("read snapshot page %d: %w", n, err)
+	}
+	return nil
 }
 
 // takeSnapshot copies the database at path consistently (re-paged to
@@ -211,22 +295,86 @@ func takeSnapshot(ctx context.Context, path string, fileSize int64, repage int, 
 // newVersion is the version an import makes, as it is uploaded and
 // committed.
 type newVersion struct {
+	src      *source
 	rt       *root
 	rootData []byte
 	rootAddr addr.Addr
+	addrs    []addr.Addr     // the pages' addresses, page n at n-1
+	maps     []mapChunk      // the page map's chunks
 	files    []manifest.Spec // table files of this import, for the manifest
 	app      *manifest.Spec  // the appendix file, or nil
+	retire   []string        // files whose chunks the import's own file took in
 	written  map[addr.Addr]bool
 	res      *ImportResult
 }
 
-// upload hashes every page of src, writes the pages, page-map chunks and
-// root chunk that head h lacks to a new table file and puts it, and the
-// appendix file if asked.
+// setRoot encodes the root and notes its address.
+func (v *newVersion) setRoot() {
+	v.rootData = v.rt.encode()
+	v.rootAddr = addr.Of(v.rootData)
+}
+
+// upload hashes every page of src and, unless src is head h's version,
+// writes what h lacks of it: a new appendix, or a plain table file of the
+// new chunks (taking in small files, see mergeFiles).
 func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *ImportOptions) (*newVersion, error) {
-	tmp, err := os.CreateTemp("", "chunkd-import-*.table")
+	addrs, distinct, interior, err := hashPages(ctx, src, o)
 	if err != nil {
 		return nil, err
+	}
+	mapRoot, depth, maps := buildMap(addrs, MapFanout)
+	res := &ImportResult{PageSize: src.pageSize, Pages: src.pages, Chunks: distinct + len(maps) + 1}
+	hv, err := h.current(ctx, mdb)
+	if err != nil {
+		return nil, err
+	}
+	if hv != nil && hv.pageSize == src.pageSize && hv.pages == src.pages && hv.mapRoot == mapRoot {
+		res.Root, res.Parent, res.Unchanged = h.root(), hv.parent, true
+		res.Lacking = h.lacking(addrs)
+		return &newVersion{res: res}, nil
+	}
+	v := &newVersion{src: src, addrs: addrs, maps: maps, res: res, written: map[addr.Addr]bool{},
+		rt: &root{pageSize: src.pageSize, pages: src.pages, mapRoot: mapRoot, depth: depth, fanout: MapFanout,
+			parent: h.root(), time: time.Now().Unix(), message: o.Message, interior: interior}}
+	v.setRoot()
+	for _, a := range addrs {
+		if !h.has(a) {
+			v.res.NewChunks++
+		}
+	}
+	for _, mc := range maps {
+		if !h.has(mc.addr) {
+			v.res.NewChunks++
+		}
+	}
+	if !h.has(v.rootAddr) {
+		v.res.NewChunks++
+	}
+	lacking := h.lacking(addrs)
+	if o.Appendix && (o.Compact || !h.hasAppendix() || float64(lacking) > o.threshold()*float64(src.pages)) {
+		spec, size, err := v.writeAppendix(ctx, mdb, interior, o)
+		if err != nil {
+			return nil, err
+		}
+		v.app = &spec
+		v.res.AppendixFile, v.res.AppendixBytes = spec.Name, size
+		v.res.StoreBytes += size
+		return v, nil
+	}
+	v.res.Lacking = lacking
+	if err := v.writePlain(ctx, mdb, h, o); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// writePlain writes the chunks of the version that head h lacks to a new
+// plain table file and puts it; with more than mergeFiles small plain
+// files in h, their chunks go into it too, and they are to be retired.
+func (v *newVersion) writePlain(ctx context.Context, mdb *manifest.DB, h *head, o *ImportOptions) error {
+	tmp, err := os.CreateTemp("", "chunkd-import-*.table")
+	if err != nil {
+		return err
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
@@ -235,109 +383,143 @@ func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *Impo
 		if h.has(a) || w.Has(a) {
 			return nil
 		}
+		v.written[a] = true
 		return w.AddWithAddr(a, data)
 	}
-	addrs, distinct, interior, err := hashPages(ctx, src, o, add)
-	if err != nil {
-		return nil, err
+	page := make([]byte, v.src.pageSize)
+	for i, a := range v.addrs {
+		if h.has(a) || w.Has(a) {
+			continue
+		}
+		if err := v.src.page(int64(i)+1, page); err != nil {
+			return err
+		}
+		if err := add(a, page); err != nil {
+			return err
+		}
 	}
-	mapRoot, depth, maps := buildMap(addrs, MapFanout)
-	for _, mc := range maps {
+	for _, mc := range v.maps {
 		if err := add(mc.addr, mc.data); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	v := &newVersion{rt: &root{pageSize: src.pageSize, pages: src.pages, mapRoot: mapRoot, depth: depth, fanout: MapFanout,
-		parent: h.root(), time: time.Now().Unix(), message: o.Message, interior: interior}}
-	v.rootData = v.rt.encode()
-	v.rootAddr = addr.Of(v.rootData)
-	v.written = map[addr.Addr]bool{v.rootAddr: true}
 	if err := add(v.rootAddr, v.rootData); err != nil {
-		return nil, err
+		return err
 	}
-	v.res = &ImportResult{PageSize: src.pageSize, Pages: src.pages, Chunks: distinct + len(maps) + 1, NewChunks: w.Count()}
-	if w.Count() > 0 {
-		spec, size, err := finishTable(ctx, mdb, w, tmp, o)
-		if err != nil {
-			return nil, err
+	if small := h.smallFiles(); len(small) > mergeFiles {
+		var as []addr.Addr
+		for _, f := range small {
+			for _, e := range f.Index.Entries() {
+				as = append(as, e.Addr)
+			}
 		}
-		v.files = append(v.files, spec)
-		v.res.TableFile, v.res.TableBytes = spec.Name, size
-	}
-	tmp.Close()
-	os.Remove(tmp.Name())
-	if o.Appendix {
-		spec, size, err := writeAppendix(ctx, mdb, src, v.rootAddr, v.rootData, maps, interior, o)
+		err := readFiles(ctx, h.set, as, func(_ int, data []byte) error {
+			a := addr.Of(data)
+			v.written[a] = true
+			return w.AddWithAddr(a, data)
+		})
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("merge small table files: %w", err)
 		}
-		v.app = &spec
-		v.res.AppendixFile, v.res.AppendixBytes = spec.Name, size
+		for _, f := range small {
+			v.retire = append(v.retire, f.Name)
+		}
+		v.res.Merged = v.retire
 	}
-	return v, nil
+	if w.Count() == 0 {
+		return nil
+	}
+	spec, size, err := finishTable(ctx, mdb, w, tmp, o)
+	if err != nil {
+		return err
+	}
+	v.files = append(v.files, spec)
+	v.res.TableFile, v.res.TableBytes = spec.Name, size
+	v.res.StoreBytes += size
+	return nil
 }
 
 // commit replaces the manifest of head h with one naming the new version,
 // if nobody else did first; else it goes on top of whoever did, up to
-// importAttempts times.
-func (v *newVersion) commit(ctx context.Context, mdb *manifest.DB, h *head, o *ImportOptions) error {
+// importAttempts times. It returns the head it committed on.
+func (v *newVersion) commit(ctx context.Context, mdb *manifest.DB, h *head, o *ImportOptions) (*head, error) {
 	for attempt := 1; ; attempt++ {
-		var retire []string
+		retire := slices.Clone(v.retire)
 		if v.app != nil {
-			retire = h.replaceableAppendix()
+			retire = append(retire, h.replaceableAppendix()...)
 		}
 		m, err := newManifest(h.m, v.files, v.app, retire, v.rootAddr)
 		if err != nil {
-			return err
+			return h, err
 		}
 		if o.beforeUpdate != nil {
 			o.beforeUpdate(attempt)
 		}
 		_, err = mdb.Update(ctx, h.version, m)
 		if err == nil {
-			return nil
+			v.res.StoreBytes += manifest.UpdateBytes(m)
+			return h, nil
 		}
 		if !errors.Is(err, store.ErrPrecondition) {
-			return err
+			return h, err
 		}
 		if attempt == importAttempts {
-			return fmt.Errorf("gave up after %d attempts: database %s changed under every one (other imports running at the same time?); its table files were uploaded but are not in the manifest: %w", attempt, mdb, err)
+			return h, fmt.Errorf("gave up after %d attempts: database %s changed under every one (other imports running at the same time?); its table files were uploaded but are not in the manifest: %w", attempt, mdb, err)
 		}
 		// Another writer won. Start over on top of its version: the
 		// chunks are uploaded already, only the root names a new parent.
 		sleep(ctx, time.Duration(attempt)*time.Duration(10+rand.IntN(40))*time.Millisecond)
 		prev := h
 		if h, err = loadHead(ctx, mdb, prev); err != nil {
-			return err
+			return prev, err
 		}
-		// Chunks found in the old head's files were not uploaded. Imports
-		// only add files, and drop a replaced appendix only when the other
-		// files hold all its chunks; make sure nothing else took them away.
-		for _, f := range prev.files() {
-			if h.file(f.Name) == nil && !h.holdsAll(f.Index) {
-				return fmt.Errorf("database %s was rewritten during the import: table file %s, which holds chunks of the new version, is no longer in its manifest; import again", mdb, f.Name)
-			}
-		}
+		h.adoptAppendix(prev)
 		if err := v.reparent(ctx, mdb, h); err != nil {
-			return err
+			return h, err
 		}
 	}
 }
 
 // reparent makes the new version's root name head h as its parent, and
-// puts the new root chunk in a table file of its own unless the database
-// or this import has it already.
+// puts the new root chunk, with every chunk of the version that neither
+// h's files nor this import's hold (a garbage collection may have dropped
+// a file the import counted on), in a table file of its own. The file is
+// left out when there is nothing to put.
 func (v *newVersion) reparent(ctx context.Context, mdb *manifest.DB, h *head) error {
 	v.rt.parent = h.root()
-	v.rootData = v.rt.encode()
-	v.rootAddr = addr.Of(v.rootData)
-	if v.written[v.rootAddr] || h.has(v.rootAddr) {
-		return nil
-	}
+	v.setRoot()
 	var buf bytes.Buffer
 	rw := tablefile.NewWriter(&buf)
-	if err := rw.AddWithAddr(v.rootAddr, v.rootData); err != nil {
+	var added []addr.Addr
+	add := func(a addr.Addr, data []byte) error {
+		if v.written[a] || h.has(a) || rw.Has(a) {
+			return nil
+		}
+		added = append(added, a)
+		return rw.AddWithAddr(a, data)
+	}
+	if err := add(v.rootAddr, v.rootData); err != nil {
 		return err
+	}
+	for _, mc := range v.maps {
+		if err := add(mc.addr, mc.data); err != nil {
+			return err
+		}
+	}
+	page := make([]byte, v.src.pageSize)
+	for i, a := range v.addrs {
+		if v.written[a] || h.has(a) || rw.Has(a) {
+			continue
+		}
+		if err := v.src.page(int64(i)+1, page); err != nil {
+			return err
+		}
+		if err := add(a, page); err != nil {
+			return err
+		}
+	}
+	if rw.Count() == 0 {
+		return nil
 	}
 	name, err := rw.Finish()
 	if err != nil {
@@ -346,10 +528,411 @@ func (v *newVersion) reparent(ctx context.Context, mdb *manifest.DB, h *head) er
 	if err := putTable(ctx, mdb, name, buf.Bytes()); err != nil {
 		return err
 	}
-	v.files = append(v.files, manifest.Spec{Name: name, Chunks: 1})
+	v.files = append(v.files, manifest.Spec{Name: name, Chunks: uint32(rw.Count())})
 	v.res.TableBytes += int64(buf.Len())
-	v.written[v.rootAddr] = true
+	v.res.StoreBytes += int64(buf.Len())
+	for _, a := range added {
+		v.written[a] = true
+	}
 	return nil
+}
+
+// pageMemo remembers the pages of one source between imports by a fast
+// 128-bit hash (XXH3) beside their addresses, so that an import of the
+// next snapshot hashes with SHA-512 only the pages whose fast hash
+// changed (Publisher: a database that changed in a few pages costs a
+// pass of XXH3 over its bytes, about a tenth of SHA-512's time). A page
+// whose fast hash is unchanged is taken as unchanged: a collision of
+// XXH3-128 between a page's old and new bytes is the one way it could be
+// wrong, a chance of about 2^-128 a changed page for bytes no one chose
+// to collide. Every chunk written is still hashed in full.
+type pageMemo struct {
+	pageSize int
+	fast     []xxh3.Uint128
+	addrs    []addr.Addr
+}
+
+// hashPages reads and hashes every page of src, a batch at a time (the
+// hashing spread over the CPUs). It returns the addresses of all pages,
+// how many are distinct, and the pages that look like interior B-tree
+// pages. With o.memo, pages whose fast hash it remembers are not hashed
+// again, and the memo is updated to src's pages.
+func hashPages(ctx context.Context, src *source, o *ImportOptions) (addrs []addr.Addr, distinct int, interior []int64, err error) {
+	pageSize, pages := src.pageSize, src.pages
+	addrs = make([]addr.Addr, pages)
+	memo := o.memo
+	var fast []xxh3.Uint128
+	if memo != nil {
+		fast = make([]xxh3.Uint128, pages)
+		if memo.pageSize != pageSize {
+			memo.fast, memo.addrs = nil, nil
+		}
+	}
+	seen := make(map[addr.Addr]struct{})
+	buf := make([]byte, hashBatch*pageSize)
+	workers := runtime.GOMAXPROCS(0)
+	o.progress("read", 0, pages)
+	for first := int64(0); first < pages; first += hashBatch {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, nil, err
+		}
+		k := int(min(hashBatch, pages-first))
+		b := buf[:k*pageSize]
+		if _, err := src.r.ReadAt(b, first*int64(pageSize)); err != nil {
+			return nil, 0, nil, fmt.Errorf("read snapshot: %w", err)
+		}
+		var wg sync.WaitGroup
+		for wid := range min(workers, k) {
+			wg.Go(func() {
+				for i := wid; i < k; i += workers {
+					n, page := first+int64(i), b[i*pageSize:(i+1)*pageSize]
+					if memo != nil {
+						fast[n] = xxh3.Hash128(page)
+						if n < int64(len(memo.fast)) && memo.fast[n] == fast[n] {
+							addrs[n] = memo.addrs[n]
+							continue
+						}
+					}
+					addrs[n] = addr.Of(page)
+				}
+			})
+		}
+		wg.Wait()
+		for i := range k {
+			a, page, n := addrs[first+int64(i)], b[i*pageSize:(i+1)*pageSize], first+int64(i)+1
+			seen[a] = struct{}{}
+			if len(interior) < maxInterior && isInterior(n, page) {
+				interior = append(interior, n)
+			}
+		}
+		o.progress("read", first+int64(k), pages)
+	}
+	if memo != nil {
+		memo.pageSize, memo.fast, memo.addrs = pageSize, fast, addrs
+	}
+	return addrs, len(seen), interior, nil
+}
+
+// finishTable finishes the table file w wrote to f and puts it.
+func finishTable(ctx context.Context, mdb *manifest.DB, w *tablefile.Writer, f *os.File, o *ImportOptions) (manifest.Spec, int64, error) {
+	name, err := w.Finish()
+	if err != nil {
+		return manifest.Spec{}, 0, fmt.Errorf("write table file: %w", err)
+	}
+	data, err := os.ReadFile(f.Name())
+	if err != nil {
+		return manifest.Spec{}, 0, err
+	}
+	o.progress("upload", 0, int64(len(data)))
+	spec := manifest.Spec{Name: name, Chunks: uint32(w.Count())}
+	if err := putTable(ctx, mdb, name, data); err != nil {
+		return spec, 0, err
+	}
+	o.progress("upload", int64(len(data)), int64(len(data)))
+	return spec, int64(len(data)), nil
+}
+
+// putTable puts a table file.
+func putTable(ctx context.Context, mdb *manifest.DB, name string, data []byte) error {
+	key, err := mdb.TableKey(name)
+	if err != nil {
+		return err
+	}
+	if err := mdb.Store().Put(ctx, key, data); err != nil {
+		return fmt.Errorf("put table file: %w", err)
+	}
+	return nil
+}
+
+// writeAppendix writes the appendix file of the version: the root, the
+// page map from the top, the open set's pages (page 1 and the interior
+// pages the root lists), then every other page in page order, and puts
+// it. A service that has just started reads a version's whole open set
+// (OpenSet) from the file's first bytes, in one ranged read of the store
+// or from the first megabytes of its download, rather than an interior
+// page at a time from all over it.
+func (v *newVersion) writeAppendix(ctx context.Context, mdb *manifest.DB, interior []int64, o *ImportOptions) (manifest.Spec, int64, error) {
+	f, err := os.CreateTemp("", "chunkd-import-*.appendix")
+	if err != nil {
+		return manifest.Spec{}, 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	w := tablefile.NewWriter(f)
+	add := func(a addr.Addr, data []byte) error {
+		v.written[a] = true
+		return w.AddWithAddr(a, data)
+	}
+	if err := add(v.rootAddr, v.rootData); err != nil {
+		return manifest.Spec{}, 0, err
+	}
+	for _, mc := range v.maps {
+		if err := add(mc.addr, mc.data); err != nil {
+			return manifest.Spec{}, 0, err
+		}
+	}
+	page := make([]byte, v.src.pageSize)
+	if v.src.pages > 0 {
+		for _, n := range setPages(interior) {
+			if err := v.src.page(n, page); err != nil {
+				return manifest.Spec{}, 0, err
+			}
+			if err := add(v.addrs[n-1], page); err != nil {
+				return manifest.Spec{}, 0, err
+			}
+		}
+	}
+	o.progress("appendix", 0, v.src.pages)
+	for i, a := range v.addrs {
+		if w.Has(a) {
+			continue
+		}
+		if i%hashBatch == 0 {
+			if err := ctx.Err(); err != nil {
+				return manifest.Spec{}, 0, err
+			}
+			o.progress("appendix", int64(i), v.src.pages)
+		}
+		if err := v.src.page(int64(i)+1, page); err != nil {
+			return manifest.Spec{}, 0, err
+		}
+		if err := add(a, page); err != nil {
+			return manifest.Spec{}, 0, err
+		}
+	}
+	o.progress("appendix", v.src.pages, v.src.pages)
+	return finishTable(ctx, mdb, w, f, o)
+}
+
+// newManifest returns the manifest of base (nil: a new database) with the
+// given table files added, the files named in retire left out, app (if
+// not nil) as the appendix, and root.
+func newManifest(base *manifest.Manifest, files []manifest.Spec, app *manifest.Spec, retire []string, root addr.Addr) (*manifest.Manifest, error) {
+	m := &manifest.Manifest{Version: manifest.Version5, NBF: manifest.FormatChunkdSQLite}
+	if base != nil {
+		m.GCGen = base.GCGen
+		for _, s := range base.Specs {
+			if !slices.Contains(retire, s.Name) {
+				m.Specs = append(m.Specs, s)
+			}
+		}
+		m.Appendix = slices.DeleteFunc(slices.Clone(base.Appendix), func(n string) bool { return slices.Contains(retire, n) })
+	}
+	for _, f := range files {
+		if !m.HasSpec(f.Name) {
+			m.Specs = append(m.Specs, f)
+		}
+	}
+	if app != nil {
+		m.SetAppendix([]manifest.Spec{*app})
+	}
+	m.Root = root
+	if err := m.Relock(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// head is a database's current manifest and its open table files.
+type head struct {
+	m       *manifest.Manifest // nil: no database yet
+	version string             // the manifest object's version ("": none)
+	set     *tableset.Set[struct{}]
+	v       *root // the head version's root chunk, once read
+}
+
+func (h *head) root() addr.Addr {
+	if h.m == nil {
+		return addr.Addr{}
+	}
+	return h.m.Root
+}
+
+// current returns the head version's root chunk decoded, or nil for a
+// database with no version yet.
+func (h *head) current(ctx context.Context, mdb *manifest.DB) (*root, error) {
+	if h.m == nil || h.m.Root.IsEmpty() {
+		return nil, nil
+	}
+	if h.v == nil {
+		r, err := readRoot(ctx, storeChunks{mdb, h.set}, h.m.Root)
+		if err != nil {
+			return nil, err
+		}
+		h.v = r
+	}
+	return h.v, nil
+}
+
+// has reports whether a table file of the database holds a.
+func (h *head) has(a addr.Addr) bool {
+	if h.set == nil {
+		return false
+	}
+	_, _, ok := h.set.Find(a)
+	return ok
+}
+
+// files returns the head's open table files.
+func (h *head) files() []*tableset.File[struct{}] {
+	if h.set == nil {
+		return nil
+	}
+	return h.set.Files
+}
+
+// file returns the open table file called name, or nil.
+func (h *head) file(name string) *tablefile.Table {
+	if f, ok := h.set.Get(name); ok {
+		return f.Index
+	}
+	return nil
+}
+
+// hasAppendix reports whether the manifest names an appendix that opened.
+func (h *head) hasAppendix() bool {
+	for _, f := range h.files() {
+		if f.Appendix {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptAppendix names as h's appendix the files prev named so that h's
+// manifest still lists, when h names none: the winner of a race may have
+// had its sidecar overwritten by the loser's (manifest.DB.Update), and an
+// appendix forgotten would cost a whole new one at the next import.
+func (h *head) adoptAppendix(prev *head) {
+	if h.m == nil || len(h.m.Appendix) > 0 || prev == nil || prev.m == nil {
+		return
+	}
+	for _, name := range prev.m.Appendix {
+		if f, ok := h.set.Get(name); ok {
+			h.m.Appendix = append(h.m.Appendix, name)
+			f.Appendix = true
+		}
+	}
+}
+
+// lacking counts the pages (of addrs, in page order) that no appendix
+// file of the head holds.
+func (h *head) lacking(addrs []addr.Addr) int64 {
+	var apps []*tablefile.Table
+	for _, f := range h.files() {
+		if f.Appendix {
+			apps = append(apps, f.Index)
+		}
+	}
+	var n int64
+	for _, a := range addrs {
+		held := false
+		for _, t := range apps {
+			if t.Has(a) {
+				held = true
+				break
+			}
+		}
+		if !held {
+			n++
+		}
+	}
+	return n
+}
+
+// smallFiles returns the head's plain table files of at most
+// mergeFileMax bytes, in manifest order.
+func (h *head) smallFiles() []*tableset.File[struct{}] {
+	var out []*tableset.File[struct{}]
+	for _, f := range h.files() {
+		if !f.Appendix && f.Size <= mergeFileMax {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// replaceableAppendix returns the head's appendix files that a new
+// appendix may replace in the manifest: those whose every chunk is also in
+// one of the database's other files (so for appendixes of chunkd before
+// ImportOptions.Appendix wrote new chunks once, which also went to a
+// plain file). A new version's manifest need not name them; the objects
+// stay in the store, so readers of older manifests are not disturbed. An
+// appendix that holds chunks no other file does stays named, as a plain
+// file, until gc finds no retained version needs it (Collect).
+func (h *head) replaceableAppendix() []string {
+	if h.m == nil {
+		return nil
+	}
+	var others []*tablefile.Table
+	for _, f := range h.files() {
+		if !f.Appendix {
+			others = append(others, f.Index)
+		}
+	}
+	held := func(a addr.Addr) bool {
+		for _, t := range others {
+			if t.Has(a) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	for _, name := range h.m.Appendix {
+		app := h.file(name)
+		if app == nil {
+			continue
+		}
+		all := true
+		for _, e := range app.Entries() {
+			if !held(e.Addr) {
+				all = false
+				break
+			}
+		}
+		if all {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// loadHead loads the manifest of mdb and opens the indexes of its table
+// files (those prev has open already are kept). Any file that cannot be
+// opened fails the import: its chunks would be uploaded again, or worse,
+// taken for absent.
+func loadHead(ctx context.Context, mdb *manifest.DB, prev *head) (*head, error) {
+	l := &tableset.Loader[struct{}]{DB: mdb}
+	m, version, err := l.Manifest(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return &head{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.NBF != manifest.FormatChunkdSQLite {
+		return nil, fmt.Errorf("database %s has storage format %q, not %q: it is not a chunkd SQLite database (import into another name)", mdb, m.NBF, manifest.FormatChunkdSQLite)
+	}
+	var have func(string) (*tableset.File[struct{}], bool)
+	if prev != nil {
+		have = prev.set.Get
+	}
+	set := l.Open(ctx, m, have)
+	if err := set.Err(); err != nil {
+		return nil, err
+	}
+	return &head{m: m, version: version, set: set}, nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // checkSource checks that path is an SQLite database file and returns its
@@ -428,283 +1011,3 @@ func openSnapshot(path string) (*os.File, int, int64, error) {
 	return f, ps, fi.Size() / int64(ps), nil
 }
 
-// hashPages reads and hashes every page of src, a batch at a time (the
-// hashing spread over the CPUs), and calls add for each page in page
-// order. It returns the addresses of all pages and how many are distinct.
-func hashPages(ctx context.Context, src *source, o *ImportOptions, add func(addr.Addr, []byte) error) (addrs []addr.Addr, distinct int, interior []int64, err error) {
-	pageSize, pages := src.pageSize, src.pages
-	addrs = make([]addr.Addr, pages)
-	seen := make(map[addr.Addr]struct{})
-	buf := make([]byte, hashBatch*pageSize)
-	workers := runtime.GOMAXPROCS(0)
-	o.progress("read", 0, pages)
-	for first := int64(0); first < pages; first += hashBatch {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, nil, err
-		}
-		k := int(min(hashBatch, pages-first))
-		b := buf[:k*pageSize]
-		if _, err := src.f.ReadAt(b, first*int64(pageSize)); err != nil {
-			return nil, 0, nil, fmt.Errorf("read snapshot: %w", err)
-		}
-		var wg sync.WaitGroup
-		for wid := range min(workers, k) {
-			wg.Go(func() {
-				for i := wid; i < k; i += workers {
-					addrs[first+int64(i)] = addr.Of(b[i*pageSize : (i+1)*pageSize])
-				}
-			})
-		}
-		wg.Wait()
-		for i := range k {
-			a, page, n := addrs[first+int64(i)], b[i*pageSize:(i+1)*pageSize], first+int64(i)+1
-			seen[a] = struct{}{}
-			if len(interior) < maxInterior && isInterior(n, page) {
-				interior = append(interior, n)
-			}
-			if err := add(a, page); err != nil {
-				return nil, 0, nil, err
-			}
-		}
-		o.progress("read", first+int64(k), pages)
-	}
-	return addrs, len(seen), interior, nil
-}
-
-// finishTable finishes the table file w wrote to f and puts it.
-func finishTable(ctx context.Context, mdb *manifest.DB, w *tablefile.Writer, f *os.File, o *ImportOptions) (manifest.Spec, int64, error) {
-	name, err := w.Finish()
-	if err != nil {
-		return manifest.Spec{}, 0, fmt.Errorf("write table file: %w", err)
-	}
-	data, err := os.ReadFile(f.Name())
-	if err != nil {
-		return manifest.Spec{}, 0, err
-	}
-	o.progress("upload", 0, int64(len(data)))
-	spec := manifest.Spec{Name: name, Chunks: uint32(w.Count())}
-	if err := putTable(ctx, mdb, name, data); err != nil {
-		return spec, 0, err
-	}
-	o.progress("upload", int64(len(data)), int64(len(data)))
-	return spec, int64(len(data)), nil
-}
-
-// putTable puts a table file.
-func putTable(ctx context.Context, mdb *manifest.DB, name string, data []byte) error {
-	key, err := mdb.TableKey(name)
-	if err != nil {
-		return err
-	}
-	if err := mdb.Store().Put(ctx, key, data); err != nil {
-		return fmt.Errorf("put table file: %w", err)
-	}
-	return nil
-}
-
-// writeAppendix writes the appendix file: the root, the page map from the
-// top, the open set's pages (page 1 and the interior pages the root
-// lists), then every other page in page order. A service that has just
-// started reads a version's whole open set (OpenSet) from the file's first
-// bytes, in one ranged read of the store or from the first megabytes of
-// its download, rather than an interior page at a time from all over it.
-func writeAppendix(ctx context.Context, mdb *manifest.DB, src *source, rootAddr addr.Addr, rootData []byte, maps []mapChunk, interior []int64, o *ImportOptions) (manifest.Spec, int64, error) {
-	f, err := os.CreateTemp("", "chunkd-import-*.appendix")
-	if err != nil {
-		return manifest.Spec{}, 0, err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	w := tablefile.NewWriter(f)
-	if err := w.AddWithAddr(rootAddr, rootData); err != nil {
-		return manifest.Spec{}, 0, err
-	}
-	for _, mc := range maps {
-		if err := w.AddWithAddr(mc.addr, mc.data); err != nil {
-			return manifest.Spec{}, 0, err
-		}
-	}
-	if src.pages > 0 {
-		page := make([]byte, src.pageSize)
-		for _, n := range setPages(interior) {
-			if _, err := src.f.ReadAt(page, (n-1)*int64(src.pageSize)); err != nil {
-				return manifest.Spec{}, 0, fmt.Errorf("read snapshot page %d: %w", n, err)
-			}
-			if err := w.AddWithAddr(addr.Of(page), page); err != nil {
-				return manifest.Spec{}, 0, err
-			}
-		}
-	}
-	// The pages are read and hashed again, rather than kept from the first
-	// pass: the snapshot is a local file, likely still in the page cache.
-	o.progress("appendix", 0, src.pages)
-	_, _, _, err = hashPages(ctx, src, &ImportOptions{}, func(a addr.Addr, page []byte) error {
-		return w.AddWithAddr(a, page)
-	})
-	if err != nil {
-		return manifest.Spec{}, 0, err
-	}
-	o.progress("appendix", src.pages, src.pages)
-	return finishTable(ctx, mdb, w, f, o)
-}
-
-// newManifest returns the manifest of base (nil: a new database) with the
-// given table files added, the files named in retire left out, app (if
-// not nil) as the appendix, and root.
-func newManifest(base *manifest.Manifest, files []manifest.Spec, app *manifest.Spec, retire []string, root addr.Addr) (*manifest.Manifest, error) {
-	m := &manifest.Manifest{Version: manifest.Version5, NBF: manifest.FormatChunkdSQLite}
-	if base != nil {
-		m.GCGen = base.GCGen
-		for _, s := range base.Specs {
-			if !slices.Contains(retire, s.Name) {
-				m.Specs = append(m.Specs, s)
-			}
-		}
-		m.Appendix = slices.DeleteFunc(slices.Clone(base.Appendix), func(n string) bool { return slices.Contains(retire, n) })
-	}
-	for _, f := range files {
-		if !m.HasSpec(f.Name) {
-			m.Specs = append(m.Specs, f)
-		}
-	}
-	if app != nil {
-		m.SetAppendix([]manifest.Spec{*app})
-	}
-	m.Root = root
-	if err := m.Relock(); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// head is a database's current manifest and its open table files.
-type head struct {
-	m       *manifest.Manifest // nil: no database yet
-	version string             // the manifest object's version ("": none)
-	set     *tableset.Set[struct{}]
-}
-
-func (h *head) root() addr.Addr {
-	if h.m == nil {
-		return addr.Addr{}
-	}
-	return h.m.Root
-}
-
-// has reports whether a table file of the database holds a.
-func (h *head) has(a addr.Addr) bool {
-	if h.set == nil {
-		return false
-	}
-	_, _, ok := h.set.Find(a)
-	return ok
-}
-
-// files returns the head's open table files.
-func (h *head) files() []*tableset.File[struct{}] {
-	if h.set == nil {
-		return nil
-	}
-	return h.set.Files
-}
-
-// file returns the open table file called name, or nil.
-func (h *head) file(name string) *tablefile.Table {
-	if f, ok := h.set.Get(name); ok {
-		return f.Index
-	}
-	return nil
-}
-
-// holdsAll reports whether the head's files hold every chunk of t.
-func (h *head) holdsAll(t *tablefile.Table) bool {
-	for _, e := range t.Entries() {
-		if !h.has(e.Addr) {
-			return false
-		}
-	}
-	return true
-}
-
-// replaceableAppendix returns the head's appendix files that a new
-// appendix may replace in the manifest: those whose every chunk is also in
-// one of the database's other files (always so for appendixes chunkd
-// wrote, as each import also writes its new chunks to a plain file). A
-// new version's manifest need not name them; the objects stay in the
-// store, so readers of older manifests are not disturbed. Without this,
-// every import would leave another full copy of the database named in
-// the manifest, for every reader to open.
-func (h *head) replaceableAppendix() []string {
-	if h.m == nil {
-		return nil
-	}
-	var others []*tablefile.Table
-	for _, f := range h.files() {
-		if !f.Appendix {
-			others = append(others, f.Index)
-		}
-	}
-	held := func(a addr.Addr) bool {
-		for _, t := range others {
-			if t.Has(a) {
-				return true
-			}
-		}
-		return false
-	}
-	var out []string
-	for _, name := range h.m.Appendix {
-		app := h.file(name)
-		if app == nil {
-			continue
-		}
-		all := true
-		for _, e := range app.Entries() {
-			if !held(e.Addr) {
-				all = false
-				break
-			}
-		}
-		if all {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// loadHead loads the manifest of mdb and opens the indexes of its table
-// files (those prev has open already are kept). Any file that cannot be
-// opened fails the import: its chunks would be uploaded again, or worse,
-// taken for absent.
-func loadHead(ctx context.Context, mdb *manifest.DB, prev *head) (*head, error) {
-	l := &tableset.Loader[struct{}]{DB: mdb}
-	m, version, err := l.Manifest(ctx)
-	if errors.Is(err, store.ErrNotFound) {
-		return &head{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if m.NBF != manifest.FormatChunkdSQLite {
-		return nil, fmt.Errorf("database %s has storage format %q, not %q: it is not a chunkd SQLite database (import into another name)", mdb, m.NBF, manifest.FormatChunkdSQLite)
-	}
-	var have func(string) (*tableset.File[struct{}], bool)
-	if prev != nil {
-		have = prev.set.Get
-	}
-	set := l.Open(ctx, m, have)
-	if err := set.Err(); err != nil {
-		return nil, err
-	}
-	return &head{m: m, version: version, set: set}, nil
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}

@@ -398,11 +398,32 @@ func TestSecondImport(t *testing.T) {
 		t.Errorf("v1 changed rows: %d, %v", n, err)
 	}
 
-	// An unchanged file makes a version of its own, of one new chunk.
-	r3 := importFile(t, s, path, ImportOptions{DB: "corpus", Message: "v3, same data"})
-	if r3.NewChunks != 1 || r3.Parent != r2.Root {
+	// An unchanged file publishes nothing: no version, no byte written.
+	before := storeBytes(t, s)
+	r3 := importFile(t, s, path, ImportOptions{DB: "corpus", Message: "v3, same data", Appendix: true})
+	if !r3.Unchanged || r3.Root != r2.Root || r3.NewChunks != 0 || r3.StoreBytes != 0 || r3.TableFile != "" || r3.AppendixFile != "" {
 		t.Errorf("re-import of the same file: %+v", r3)
 	}
+	if after := storeBytes(t, s); after != before {
+		t.Errorf("the store holds %d bytes after an unchanged import, %d before", after, before)
+	}
+	if log, err := Log(ctx, newClient(t, s, "corpus", ""), addr.Addr{}, 0); err != nil || len(log) != 2 {
+		t.Errorf("log after an unchanged import: %d versions, %v", len(log), err)
+	}
+}
+
+// storeBytes is the size of every object in s.
+func storeBytes(t testing.TB, s store.Store) int64 {
+	t.Helper()
+	infos, err := s.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, info := range infos {
+		n += info.Size
+	}
+	return n
 }
 
 // barrier lets n goroutines wait for each other once.
@@ -492,26 +513,23 @@ func TestConcurrentImports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each appendix replaced the one before it: the winner's replaced the
-	// base's. The loser, retrying on the winner's version, replaced the
-	// winner's if it saw it named as the appendix; both wrote the sidecar
-	// before either committed, so the winner's manifest may have lost it
-	// (manifest.DB.Update: readers then see no appendix, never a wrong one),
-	// and the winner's appendix stays as a plain file.
-	want := []string{r0.TableFile, rw.TableFile, rl.TableFile, rl.AppendixFile}
-	if len(m.Specs) == 6 {
-		want = append(want, rw.AppendixFile)
+	// The base's appendix holds each page once (no plain file); the two
+	// versions of a few changed pages each wrote a plain file, and the
+	// appendix stays the base's, even if the loser's sidecar, written
+	// before it lost, replaced the winner's (the loser names it again).
+	if r0.TableFile != "" || r0.AppendixFile == "" || rw.AppendixFile != "" || rl.AppendixFile != "" || rw.TableFile == "" || rl.TableFile == "" {
+		t.Fatalf("base %+v, winner %+v, loser %+v", r0, rw, rl)
 	}
-	if m.HasSpec(r0.AppendixFile) || len(m.Specs) < 5 || len(m.Specs) > 6 {
-		t.Errorf("manifest specs %v; base %s %s, winner %s %s, loser %s %s", m.Specs, r0.TableFile, r0.AppendixFile, rw.TableFile, rw.AppendixFile, rl.TableFile, rl.AppendixFile)
-	}
-	for _, name := range want {
+	for _, name := range []string{r0.AppendixFile, rw.TableFile, rl.TableFile} {
 		if !m.HasSpec(name) {
 			t.Errorf("manifest lacks %s: %v", name, m.Specs)
 		}
 	}
-	if len(m.Appendix) != 1 || m.Appendix[0] != rl.AppendixFile {
-		t.Errorf("appendix %v, want the loser's %s", m.Appendix, rl.AppendixFile)
+	if len(m.Specs) < 3 || len(m.Specs) > 4 {
+		t.Errorf("manifest specs %v", m.Specs)
+	}
+	if len(m.Appendix) != 1 || m.Appendix[0] != r0.AppendixFile {
+		t.Errorf("appendix %v, want the base's %s", m.Appendix, r0.AppendixFile)
 	}
 }
 
@@ -520,11 +538,14 @@ func TestImportGivesUp(t *testing.T) {
 	s := newFolder(t)
 	base := genDB(t, 4)
 	importFile(t, s, base, ImportOptions{DB: "db", Message: "base"})
-	other := handDB(t)
-	// Another import gets in before every manifest write.
+	other := []string{handDB(t), genDB(t, 5)}
+	unlucky := copyFile(t, base, "unlucky.db")
+	execAll(t, unlucky, `UPDATE sentences SET Text = 'unlucky' WHERE SentenceId = 3`)
+	// Another import gets in before every manifest write, each with other
+	// data than the last (an unchanged file would change nothing).
 	var others []addr.Addr
-	_, err := Import(ctx, s, base, ImportOptions{DB: "db", Message: "unlucky", beforeUpdate: func(attempt int) {
-		r, err := Import(ctx, s, other, ImportOptions{DB: "db", Message: fmt.Sprint("interloper ", attempt)})
+	_, err := Import(ctx, s, unlucky, ImportOptions{DB: "db", Message: "unlucky", beforeUpdate: func(attempt int) {
+		r, err := Import(ctx, s, other[attempt%2], ImportOptions{DB: "db", Message: fmt.Sprint("interloper ", attempt)})
 		if err != nil {
 			t.Error(err)
 			return
@@ -654,16 +675,23 @@ func TestAppendix(t *testing.T) {
 	r1 := importFile(t, s, path, ImportOptions{DB: "app", Appendix: true})
 	v1 := copyFile(t, path, "v1.sqlite")
 	execAll(t, path, `UPDATE sentences SET Text = 'x' WHERE SentenceId = 5`)
+	// A change of a few pages: a plain file of them, the appendix stays.
+	r2 := importFile(t, s, path, ImportOptions{DB: "app", Appendix: true})
+	if r2.AppendixFile != "" || r2.TableFile == "" || r2.Lacking == 0 || r2.Lacking > 5 {
+		t.Fatalf("second import: %+v", r2)
+	}
+	v2 := copyFile(t, path, "v2.sqlite")
+	execAll(t, path, `UPDATE sentences SET Text = 'y' WHERE SentenceId = 6`)
 	var phases []string
-	r2 := importFile(t, s, path, ImportOptions{DB: "app", Appendix: true, Progress: func(phase string, done, total int64) {
+	r3 := importFile(t, s, path, ImportOptions{DB: "app", Appendix: true, Compact: true, Progress: func(phase string, done, total int64) {
 		if len(phases) == 0 || phases[len(phases)-1] != phase {
 			phases = append(phases, phase)
 		}
 	}})
-	if r2.AppendixFile == "" || r2.AppendixFile == r1.AppendixFile || r2.AppendixBytes < r2.TableBytes*10 {
-		t.Fatalf("appendix: %+v", r2)
+	if r3.AppendixFile == "" || r3.AppendixFile == r1.AppendixFile || r3.TableFile != "" || r3.Lacking != 0 {
+		t.Fatalf("appendix: %+v", r3)
 	}
-	if got := strings.Join(phases, ","); got != "snapshot,read,upload,appendix,upload" {
+	if got := strings.Join(phases, ","); got != "snapshot,read,appendix,upload" {
 		t.Errorf("phases %s", got)
 	}
 	mdb, _ := manifest.Open(ctx, s, "app")
@@ -671,14 +699,18 @@ func TestAppendix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The new appendix replaces the old one, whose chunks are all in the
-	// plain files too: the manifest names one full copy, not two.
-	if len(m.Appendix) != 1 || m.Appendix[0] != r2.AppendixFile || m.Specs[0].Name != r2.AppendixFile || m.HasSpec(r1.AppendixFile) {
+	// The new appendix is the manifest's; the old one stays named as a
+	// plain file: it holds the first version's pages that changed since,
+	// which no other file does.
+	if len(m.Appendix) != 1 || m.Appendix[0] != r3.AppendixFile || m.Specs[0].Name != r3.AppendixFile {
 		t.Fatalf("manifest %v, appendix %v", m.Specs, m.Appendix)
 	}
-	if len(m.Specs) != 3 || !m.HasSpec(r1.TableFile) || !m.HasSpec(r2.TableFile) {
-		t.Fatalf("manifest %v: want the appendix and both imports' files", m.Specs)
+	if len(m.Specs) != 3 || !m.HasSpec(r1.AppendixFile) || !m.HasSpec(r2.TableFile) {
+		t.Fatalf("manifest %v: want the new appendix, the old one and the second import's file", m.Specs)
 	}
+	_, second, _ := openVersion(t, newClient(t, s, "app", ""), r2.Root, nil)
+	sameResults(t, "second version", plainDB(t, v2), second, queries[:2])
+	r2 = r3
 	// The first version still reads right without its appendix.
 	_, old, _ := openVersion(t, newClient(t, s, "app", ""), r1.Root, nil)
 	sameResults(t, "first version", plainDB(t, v1), old, queries[:2])

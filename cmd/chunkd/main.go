@@ -59,6 +59,8 @@ func commands(stdout, stderr io.Writer) []command {
 			"generate a deterministic SQLite data set (sentences)")},
 		&importCommand{base("import",
 			"publish a SQLite file to a store as a new version (pages as chunks)")},
+		&compactCommand{base("compact",
+			"rewrite a SQLite database's appendix with its current version")},
 		&logCommand{base("log",
 			"list the versions of a SQLite database in a store")},
 		&sqlCommand{base("sql",
