@@ -1010,4 +1010,3 @@ func openSnapshot(path string) (*os.File, int, int64, error) {
 	}
 	return f, ps, fi.Size() / int64(ps), nil
 }
-
