@@ -80,6 +80,8 @@ type ImportOptions struct {
 	// beforeUpdate, if set (by tests), is called before each conditional
 	// manifest write, with the attempt number from 1.
 	beforeUpdate func(attempt int)
+	// now, if set (by tests), is the clock versions are dated by.
+	now func() time.Time
 	// memo, if set (by Publisher), remembers pages between imports of one
 	// source, so that pages whose fast hash did not change are not hashed
 	// again with SHA-512.
@@ -241,6 +243,13 @@ func (o *ImportOptions) check(s store.Store) error {
 	return nil
 }
 
+func (o *ImportOptions) clock() time.Time {
+	if o.now != nil {
+		return o.now()
+	}
+	return time.Now()
+}
+
 func (o *ImportOptions) threshold() float64 {
 	if o.AppendixThreshold == 0 {
 		return DefaultAppendixThreshold
@@ -335,7 +344,7 @@ func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *Impo
 	}
 	v := &newVersion{src: src, addrs: addrs, maps: maps, res: res, written: map[addr.Addr]bool{},
 		rt: &root{pageSize: src.pageSize, pages: src.pages, mapRoot: mapRoot, depth: depth, fanout: MapFanout,
-			parent: h.root(), time: time.Now().Unix(), message: o.Message, interior: interior}}
+			parent: h.root(), time: o.clock().Unix(), message: o.Message, interior: interior}}
 	v.setRoot()
 	for _, a := range addrs {
 		if !h.has(a) {

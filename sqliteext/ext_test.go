@@ -189,6 +189,7 @@ func TestShell(t *testing.T) {
 		{"store, at the first version", uri(dbName, "store="+f.store, "at="+f.root1), f.v1, f.root1},
 		{"service, at the first version", uri(dbName, "service="+f.service, "at="+f.root1, "mem=0"), f.v1, f.root1},
 		{"service with a token", uri(dbName, "service="+f.tokenService, "token=s3cret"), f.v2, f.root2},
+		{"store, at a time after the last version", uri(dbName, "store="+f.store, "at=2999-01-01T00:00:00Z"), f.v2, f.root2},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
@@ -286,6 +287,8 @@ func errorCases(t testing.TB, f *fixture) []errorCase {
 		{"service that never answers, no store", uri(dbName, "service=http://"+hung, "timeout=1s"), q, "SQLITE_CANTOPEN", "deadline exceeded"},
 		{"bad version", uri(dbName, "store="+f.store, "at=xyz"), q, "SQLITE_CANTOPEN", "at=xyz"},
 		{"a version that is not there", uri(dbName, "store="+f.store, "at=00000000000000000000000000000001"), q, "SQLITE_CANTOPEN", "00000000000000000000000000000001"},
+		{"the all-zero root", uri(dbName, "store="+f.store, "at=00000000000000000000000000000000"), q, "SQLITE_CANTOPEN", `no such version 00000000000000000000000000000000 of database "corpus"`},
+		{"a time before the first version", uri(dbName, "service="+f.service, "at=2001-02-03T04:05:06Z"), q, "SQLITE_CANTOPEN", `no such version at or before 2001-02-03T04:05:06Z in database "corpus"`},
 		{"bad size", uri(dbName, "store="+f.store, "mem=lots"), q, "SQLITE_CANTOPEN", "mem=lots"},
 		{"unknown parameter", uri(dbName, "store="+f.store, "servce=x"), q, "SQLITE_CANTOPEN", `unknown URI parameter "servce"`},
 		{"no service or store", uri(dbName), q, "SQLITE_CANTOPEN", "no service= or store="},

@@ -34,7 +34,7 @@ type config struct {
 	db      string        // the URI's path: the database's name in the store
 	service string        // service= or CHUNKD_SERVICE: the cache service, http://host:port
 	store   string        // store= or CHUNKD_STORE: the store URL (percent-encoded in the URI)
-	at      addr.Addr     // at=: a version's root; zero for the latest
+	at      sqlchunks.At  // at=: a version's root or a time; zero for the latest
 	mem     int64         // mem=: the in-process memory tier (default 256MiB; 0 none)
 	token   string        // token= or CHUNKD_TOKEN: the service's bearer token
 	timeout time.Duration // timeout=: bounds the open, and each read (default 30s)
@@ -93,11 +93,11 @@ func parseConfig(name string, q url.Values) (config, error) {
 		return c, cantOpen("database %q: no service= or store= in its URI, and neither CHUNKD_SERVICE nor CHUNKD_STORE is set", c.db)
 	}
 	if v := q.Get("at"); v != "" {
-		a, err := addr.Parse(v)
+		at, err := sqlchunks.ParseAt(v)
 		if err != nil {
 			return c, cantOpen("URI parameter at=%s: %v", v, err)
 		}
-		c.at = a
+		c.at = at
 	}
 	if v, ok := q["mem"]; ok {
 		n, err := humanize.ParseBytes(v[0])
@@ -163,11 +163,12 @@ func open(name string, q url.Values) (*sqlitevfs.Image, error) {
 		return nil, err
 	}
 	r := timedReader{c, cfg.timeout}
-	root := cfg.at
-	if root.IsEmpty() {
-		if root, err = sqlchunks.Head(ctx, r); err != nil {
-			return fail(cantOpen("%v", err))
-		}
+	root, err := sqlchunks.Resolve(ctx, r, cfg.at)
+	if err == nil && root.IsEmpty() {
+		root, err = sqlchunks.Head(ctx, r)
+	}
+	if err != nil {
+		return fail(cantOpen("%v", err))
 	}
 	// From a service, by the version's open set: one request.
 	pages, err := sqlchunks.OpenVersionPages(ctx, r, root)

@@ -59,3 +59,30 @@ func TestImportUnchangedAndCompact(t *testing.T) {
 		t.Fatalf("bad threshold: %v %s", err, errOut)
 	}
 }
+
+// TestSQLAt: --at takes a time (the newest version at or before it); the
+// all-zero root and a time before every version are "no such version",
+// naming what was given, never the latest.
+func TestSQLAt(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.sqlite")
+	mustChunkd(t, "gen", "sentences", "--out", file, "--sentences", "2000", "--translations", "2000", "--seed", "4")
+	storeURL := filepath.Join(dir, "store")
+	mustChunkd(t, "import", "--store", storeURL, "--db", "s", file)
+	q := []string{"sql", "--store", storeURL, "--db", "s", "-q", "SELECT count(*) FROM sentences", "--format", "csv"}
+	if out := mustChunkd(t, append(q, "--at", "2999-01-01T00:00:00Z")...); !strings.Contains(out, "2000") {
+		t.Fatalf("--at a time after the version:\n%s", out)
+	}
+	for _, tc := range []struct{ at, want string }{
+		{"00000000000000000000000000000000", `no such version 00000000000000000000000000000000 of database "s"`},
+		{"2001-01-01T00:00:00Z", `no such version at or before 2001-01-01T00:00:00Z in database "s"`},
+	} {
+		out, errOut, err := chunkd(t, append(q, "--at", tc.at)...)
+		if err == nil || !strings.Contains(errOut, tc.want) || out != "" {
+			t.Errorf("--at %s: %v, stdout %q, stderr %s; want %q", tc.at, err, out, errOut, tc.want)
+		}
+	}
+	if _, errOut, err := chunkd(t, append(q, "--at", "soon")...); err == nil || !strings.Contains(errOut, `"soon" is neither a version's root`) {
+		t.Errorf("--at soon: %v %s", err, errOut)
+	}
+}

@@ -26,7 +26,7 @@ import (
 // the client tiers, or on a plain local file (the baseline).
 type sqlCommand struct{ cmdBase }
 
-const sqlUsage = `sql (--db NAME (--store URL | --service ADDR | both) [--at ROOT] | --file FILE.sqlite) -q SQL [--format table|csv|json]`
+const sqlUsage = `sql (--db NAME (--store URL | --service ADDR | both) [--at ROOT|TIME] | --file FILE.sqlite) -q SQL [--format table|csv|json]`
 
 // tierFlags are the client-tier flags shared by the reading commands.
 type tierFlags struct {
@@ -44,7 +44,7 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	var tf tierFlags
 	fs.StringVar(&tf.store, "store", "", "object store URL holding the database (optional with --service: then the service is the only tier)")
 	fs.StringVar(&tf.db, "db", "", "database name in the store")
-	fs.StringVar(&tf.at, "at", "", "read this version (a root address from 'chunkd log') instead of the latest")
+	fs.StringVar(&tf.at, "at", "", "read this version instead of the latest: a root from 'chunkd log', or a time (2026-11-28T10:00:00Z: the newest version at or before it)")
 	fs.StringVar(&tf.service, "service", "", "cache service: http://127.0.0.1:9460 or grpc://127.0.0.1:9461 (default: none, read the store directly)")
 	tf.mem = sizeFlag(256 << 20)
 	fs.Var(&tf.mem, "mem", "in-process memory cache for chunks")
@@ -129,17 +129,13 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	if tf.db == "" {
 		return nil, usagef("--db is required with --store or --service")
 	}
-	var root addr.Addr
-	if tf.at != "" {
-		var err error
-		if root, err = addr.Parse(tf.at); err != nil {
-			return nil, usagef("--at: %v", err)
-		}
+	at, err := sqlchunks.ParseAt(tf.at)
+	if err != nil {
+		return nil, usagef("--at: %v", err)
 	}
 	d := &openDB{}
 	var st store.Store // none: the service is the only tier
 	if tf.store != "" {
-		var err error
 		if st, err = store.Open(ctx, tf.store); err != nil {
 			return nil, err
 		}
@@ -156,6 +152,11 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 	ra := tf.readAhead
 	if ra == 0 {
 		ra = -1 // the flag's 0 means off; the package's 0 means its default
+	}
+	root, err := sqlchunks.Resolve(ctx, c, at)
+	if err != nil {
+		d.close()
+		return nil, err
 	}
 	var r sqlchunks.ChunkReader = c
 	if tf.serviceDir != "" { // a same-host service: its page image, no request per page
