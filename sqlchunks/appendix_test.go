@@ -308,3 +308,34 @@ func TestCompact(t *testing.T) {
 		t.Fatalf("second compact: %+v, %v", again, err)
 	}
 }
+
+// TestNewBytes: a version's root says how many bytes of pages and
+// page-map chunks it added: those of its table file but the root.
+func TestNewBytes(t *testing.T) {
+	ctx := context.Background()
+	s := newFolder(t)
+	path := genDB(t, 16)
+	r1 := importFile(t, s, path, ImportOptions{DB: "nb", Appendix: true})
+	changePages(t, path, 4, 1)
+	r2 := importFile(t, s, path, ImportOptions{DB: "nb", Appendix: true})
+	mdb, _ := loadManifest(t, s, "nb")
+	tf := openTable(t, mdb, r2.TableFile)
+	var want int64
+	for _, e := range tf.Entries() {
+		if e.Addr == r2.Root {
+			continue
+		}
+		data, err := tf.Get(e.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += int64(len(data))
+	}
+	log, err := Log(ctx, newClient(t, s, "nb", ""), addr.Addr{}, 0)
+	if err != nil || len(log) != 2 {
+		t.Fatalf("log: %v %v", log, err)
+	}
+	if log[0].NewBytes != want || log[1].NewBytes < r1.Pages*int64(r1.PageSize)*9/10 || log[0].Size() != r2.Pages*int64(r2.PageSize) {
+		t.Errorf("new bytes %d and %d, want %d and about the file's %d", log[0].NewBytes, log[1].NewBytes, want, r1.Pages*int64(r1.PageSize))
+	}
+}

@@ -39,9 +39,13 @@ package sqlchunks
 //	+----------------------------+------------+------------------+
 //
 //	{"page_size":4096,"pages":1234,"map":"<address>","depth":1,
-//	 "fanout":1000,"parent":"<address>","time":1700000000,"message":"…"}
+//	 "fanout":1000,"parent":"<address>","time":1700000000,"message":"…",
+//	 "interior":"…","new_bytes":30933}
 //
-// parent is "" for the first version; time is Unix seconds. A reader
+// parent is "" for the first version; time is Unix seconds; interior
+// lists the pages that held interior B-tree pages (encodeInterior);
+// new_bytes is the bytes of pages and page-map chunks the import added to
+// the database (absent in roots of older imports). A reader
 // refuses a version byte it does not know; fields may be added to the JSON
 // under the same version (readers ignore unknown fields).
 //
@@ -114,6 +118,8 @@ type rootJSON struct {
 	// Interior lists the interior B-tree pages (see root.interior),
 	// encoded by encodeInterior; absent in roots of older imports.
 	Interior string `json:"interior,omitempty"`
+	// NewBytes is root.newBytes; absent in roots of older imports.
+	NewBytes *int64 `json:"new_bytes,omitempty"`
 }
 
 // root is a decoded root chunk.
@@ -131,6 +137,10 @@ type root struct {
 	// what a reader needs to descend to any row. A hint for reading ahead
 	// (OpenSet), never trusted for what a page holds.
 	interior []int64
+	// newBytes is how many bytes of pages and page-map chunks the version
+	// added to its database when it was imported (chunks no table file
+	// held before); -1 when its root does not say.
+	newBytes int64
 }
 
 func (r *root) encode() []byte {
@@ -143,6 +153,9 @@ func (r *root) encode() []byte {
 		Time:     r.time,
 		Message:  r.message,
 		Interior: encodeInterior(r.interior),
+	}
+	if r.newBytes >= 0 {
+		j.NewBytes = &r.newBytes
 	}
 	if !r.parent.IsEmpty() {
 		j.Parent = r.parent.String()
@@ -179,7 +192,10 @@ func decodeRoot(b []byte) (*root, error) {
 	if err := json.Unmarshal(b[len(RootMagic)+1:], &j); err != nil {
 		return nil, fmt.Errorf("root chunk: bad JSON: %w", err)
 	}
-	r := &root{pageSize: j.PageSize, pages: j.Pages, depth: j.Depth, fanout: j.Fanout, time: j.Time, message: j.Message}
+	r := &root{pageSize: j.PageSize, pages: j.Pages, depth: j.Depth, fanout: j.Fanout, time: j.Time, message: j.Message, newBytes: -1}
+	if j.NewBytes != nil {
+		r.newBytes = *j.NewBytes
+	}
 	var err error
 	if r.interior, err = decodeInterior(j.Interior, j.Pages); err != nil {
 		return nil, fmt.Errorf("root chunk: interior pages: %w", err)

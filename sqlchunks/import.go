@@ -345,17 +345,22 @@ func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *Impo
 	v := &newVersion{src: src, addrs: addrs, maps: maps, res: res, written: map[addr.Addr]bool{},
 		rt: &root{pageSize: src.pageSize, pages: src.pages, mapRoot: mapRoot, depth: depth, fanout: MapFanout,
 			parent: h.root(), time: o.clock().Unix(), message: o.Message, interior: interior}}
-	v.setRoot()
+	seen := make(map[addr.Addr]bool)
 	for _, a := range addrs {
-		if !h.has(a) {
+		if !h.has(a) && !seen[a] {
+			seen[a] = true
 			v.res.NewChunks++
+			v.rt.newBytes += int64(src.pageSize)
 		}
 	}
 	for _, mc := range maps {
-		if !h.has(mc.addr) {
+		if !h.has(mc.addr) && !seen[mc.addr] {
+			seen[mc.addr] = true
 			v.res.NewChunks++
+			v.rt.newBytes += int64(len(mc.data))
 		}
 	}
+	v.setRoot()
 	if !h.has(v.rootAddr) {
 		v.res.NewChunks++
 	}

@@ -25,7 +25,17 @@ type Version struct {
 	PageSize int
 	// Pages is the number of pages of the database file.
 	Pages int64
+	// NewBytes is how many bytes of pages and page-map chunks the version
+	// added to the database when it was made; -1 if its root does not
+	// say (imported by an older chunkd).
+	NewBytes int64
+	// Collected is when chunkd gc collected the version (its pages may
+	// no longer read); zero for a version gc retains.
+	Collected time.Time
 }
+
+// Size is the size of the version's database file.
+func (v Version) Size() int64 { return v.Pages * int64(v.PageSize) }
 
 func versionOf(a addr.Addr, r *root) Version {
 	return Version{
@@ -35,6 +45,7 @@ func versionOf(a addr.Addr, r *root) Version {
 		Message:  r.message,
 		PageSize: r.pageSize,
 		Pages:    r.pages,
+		NewBytes: r.newBytes,
 	}
 }
 

@@ -41,7 +41,7 @@ func TestImportUnchangedAndCompact(t *testing.T) {
 	if !strings.Contains(out, "unchanged") || !strings.Contains(out, "nothing published") {
 		t.Fatalf("unchanged import:\n%s", out)
 	}
-	if log := mustChunkd(t, "log", "--store", storeURL, "--db", "s"); strings.Count(log, "version ") != 1 {
+	if log := mustChunkd(t, "log", "--store", storeURL, "--db", "s"); strings.Count(log, "version ") != 1 || !strings.Contains(log, "  size    ") || !strings.Contains(log, "  new     ") {
 		t.Fatalf("log after an unchanged import:\n%s", log)
 	}
 	execSQL(t, file, "UPDATE sentences SET Text = 'x' WHERE SentenceId = 7")

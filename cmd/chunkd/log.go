@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/sqlchunks"
@@ -21,16 +23,20 @@ func rootText(a addr.Addr) string {
 }
 
 func (c *logCommand) Run(ctx context.Context, args []string) error {
-	fs := newFlags("log", "log --store URL --db NAME [--at ROOT] [-n N]", c.stderr)
+	fs := newFlags("log", "log --store URL --db NAME [--at ROOT|TIME] [-n N]", c.stderr)
 	var d dbFlags
 	d.add(fs, "database name")
-	at := fs.String("at", "", "start from this version instead of the latest")
+	atFlag := fs.String("at", "", "start from this version instead of the latest: a root, or a time (the newest version at or before it)")
 	n := fs.Int("n", 0, "show at most this many versions (0: all)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
+	}
+	at, err := sqlchunks.ParseAt(*atFlag)
+	if err != nil {
+		return usagef("--at: %v", err)
 	}
 	st, err := d.open(ctx)
 	if err != nil {
@@ -42,24 +48,28 @@ func (c *logCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	var from addr.Addr
-	if *at != "" {
-		if from, err = addr.Parse(*at); err != nil {
-			return usagef("--at: %v", err)
-		}
-	} else if from, err = sqlchunks.Head(ctx, cl); err != nil {
-		return err
-	}
-	versions, err := sqlchunks.Log(ctx, cl, from, *n)
+	from, err := sqlchunks.Resolve(ctx, cl, at)
 	if err != nil {
 		return err
 	}
+	collected, err := sqlchunks.Collected(ctx, st, d.db)
+	if err != nil {
+		return err
+	}
+	versions, err := sqlchunks.History(ctx, cl, collected, from, *n)
 	for _, v := range versions {
-		fmt.Fprintf(c.stdout, "version %s\n  parent  %s\n  date    %s\n  pages   %d × %d bytes\n", v.Root, rootText(v.Parent), v.Time.UTC().Format(time.RFC3339), v.Pages, v.PageSize)
+		fmt.Fprintf(c.stdout, "version %s\n  parent  %s\n  date    %s\n  size    %s (%d pages of %d bytes)\n",
+			v.Root, rootText(v.Parent), v.Time.UTC().Format(time.RFC3339), humanize.IBytes(uint64(v.Size())), v.Pages, v.PageSize)
+		if v.NewBytes >= 0 {
+			fmt.Fprintf(c.stdout, "  new     %s\n", humanize.IBytes(uint64(v.NewBytes)))
+		}
+		if !v.Collected.IsZero() {
+			fmt.Fprintf(c.stdout, "  collected by gc at %s: its pages may no longer read\n", v.Collected.UTC().Format(time.RFC3339))
+		}
 		if v.Message != "" {
 			fmt.Fprintf(c.stdout, "  message %s\n", v.Message)
 		}
 		fmt.Fprintln(c.stdout)
 	}
-	return nil
+	return err
 }
