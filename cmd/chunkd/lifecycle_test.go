@@ -2,8 +2,15 @@ package main
 
 import (
 	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/chunkd/chunkd/sqlitevfs"
@@ -84,5 +91,116 @@ func TestSQLAt(t *testing.T) {
 	}
 	if _, errOut, err := chunkd(t, append(q, "--at", "soon")...); err == nil || !strings.Contains(errOut, `"soon" is neither a version's root`) {
 		t.Errorf("--at soon: %v %s", err, errOut)
+	}
+}
+
+// gcHistory makes a store with n versions of a generated database "s"
+// (the same rows changed again each time, and others): the store's
+// folder, each version's root and a copy of its file.
+func gcHistory(t *testing.T, n int) (string, []string, []string) {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.sqlite")
+	mustChunkd(t, "gen", "sentences", "--out", file, "--sentences", "4000", "--translations", "4000", "--seed", "5")
+	storeDir := filepath.Join(dir, "store")
+	var roots, files []string
+	for i := range n {
+		if i > 0 {
+			execSQL(t, file, fmt.Sprintf("UPDATE sentences SET Text = 'v%d' WHERE SentenceId %% 500 = 1", i),
+				fmt.Sprintf("UPDATE sentences SET Text = 'w%d' WHERE SentenceId %% 997 = %d", i, i))
+		}
+		out := mustChunkd(t, "import", "--store", storeDir, "--db", "s", file)
+		m := versionLine.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("import %d:\n%s", i, out)
+		}
+		copyTo := filepath.Join(dir, fmt.Sprint("v", i, ".sqlite"))
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(copyTo, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		roots, files = append(roots, m[1]), append(files, copyTo)
+	}
+	return storeDir, roots, files
+}
+
+// storeKeys lists the objects of a folder store by path and size, but
+// the gc record (whose times differ from run to run).
+func storeKeys(t *testing.T, dir string) string {
+	t.Helper()
+	var keys []string
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, "chunkd.gc") || strings.Contains(d.Name(), ".tmp") {
+			return err
+		}
+		fi, _ := d.Info()
+		rel, _ := filepath.Rel(dir, path)
+		keys = append(keys, fmt.Sprintf("%s:%d", rel, fi.Size()))
+		return nil
+	})
+	sort.Strings(keys)
+	return strings.Join(keys, "\n")
+}
+
+// sameVersion checks that version root of "s" in the store reads as file.
+func sameVersion(t *testing.T, storeDir, root, file string) {
+	t.Helper()
+	for _, q := range []string{"SELECT SentenceId, Text FROM sentences ORDER BY SentenceId", "PRAGMA integrity_check"} {
+		want := mustChunkd(t, "sql", "--file", file, "-q", q, "--format", "csv")
+		if got := mustChunkd(t, "sql", "--store", storeDir, "--db", "s", "--at", root, "-q", q, "--format", "csv"); got != want {
+			t.Fatalf("version %s does not read as %s (%q)", root, file, q)
+		}
+	}
+}
+
+// TestGCCrash: gc of 20 versions keeping 3, killed with SIGKILL before
+// each of its first 20 changes to the store and run again: every retained
+// version reads as its file, and the store ends as an uninterrupted gc
+// leaves it.
+func TestGCCrash(t *testing.T) {
+	base, roots, files := gcHistory(t, 20)
+	gc := []string{"gc", "--store", "", "--db", "s", "--keep", "3", "--grace", "0"}
+	run := func(storeDir string, env ...string) (string, string, error) {
+		args := slices.Clone(gc)
+		args[2] = storeDir
+		return chunkdEnv(t, env, args...)
+	}
+	clean := filepath.Join(t.TempDir(), "clean")
+	copyDir(t, base, clean)
+	if out, errOut, err := run(clean); err != nil || !strings.Contains(out, "3 versions retained, 17 collected") {
+		t.Fatalf("gc: %v\n%s%s", err, out, errOut)
+	}
+	want := storeKeys(t, clean)
+	if log := mustChunkd(t, "log", "--store", clean, "--db", "s"); strings.Count(log, "collected by gc") != 17 || strings.Count(log, "version ") != 20 {
+		t.Fatalf("log after gc:\n%s", log)
+	}
+	for n := 1; n <= 20; n++ {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("crash", n))
+		copyDir(t, base, dir)
+		_, errOut, err := run(dir, fmt.Sprint("CHUNKD_FAILPOINT=gc:", n))
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("gc with a crash before change %d: %v (want SIGKILL: gc makes fewer changes?)\n%s", n, err, errOut)
+		}
+		if out, errOut, err := run(dir); err != nil {
+			t.Fatalf("gc after a crash before change %d: %v\n%s%s", n, err, out, errOut)
+		}
+		for i := 17; i < 20; i++ {
+			sameVersion(t, dir, roots[i], files[i])
+		}
+		if got := storeKeys(t, dir); got != want {
+			t.Errorf("crash before change %d: the store ends as\n%s\nwant\n%s", n, got, want)
+		}
+	}
+}
+
+// copyDir copies a folder tree.
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
 	}
 }

@@ -61,6 +61,8 @@ func commands(stdout, stderr io.Writer) []command {
 			"publish a SQLite file to a store as a new version (pages as chunks)")},
 		&compactCommand{base("compact",
 			"rewrite a SQLite database's appendix with its current version")},
+		&gcCommand{base("gc",
+			"delete the table files no retained version of a SQLite database needs")},
 		&logCommand{base("log",
 			"list the versions of a SQLite database in a store")},
 		&sqlCommand{base("sql",

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OpenStream", testOpenStream},
 		{"Head", testHead},
 		{"List", testList},
+		{"ListTimes", testListTimes},
 		{"Delete", testDelete},
 		{"NotFound", testNotFound},
 		{"BadKeys", testBadKeys},
@@ -271,6 +272,38 @@ func testList(t *testing.T, s store.Store) {
 		if info.Size != head.Size || info.Version != head.Version {
 			t.Errorf("List gave %+v for %s, Head gives %+v", info, info.Key, head)
 		}
+		// gc decides by these times: List's must be Head's (S3 gives
+		// Head's to the second, List's to the millisecond).
+		if d := info.ModTime.Sub(head.ModTime); d < -time.Second || d > time.Second {
+			t.Errorf("List gave time %v for %s, Head gives %v", info.ModTime, info.Key, head.ModTime)
+		}
+	}
+}
+
+// testListTimes: List gives each object the time it was last written
+// (gc keeps files written within its grace period by it), later for a
+// later write.
+func testListTimes(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	mustPut(t, s, "t/old", []byte("old"))
+	time.Sleep(1100 * time.Millisecond) // clocks of stores with one-second times
+	mustPut(t, s, "t/new", []byte("new"))
+	infos, err := s.List(ctx, "t/")
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("List = %v, %v", infos, err)
+	}
+	old, young := infos[1], infos[0] // sorted by key: "t/new" first
+	if !young.ModTime.After(old.ModTime) {
+		t.Errorf("List times: %s written at %v, %s written later at %v", old.Key, old.ModTime, young.Key, young.ModTime)
+	}
+	if d := time.Since(young.ModTime); d < -time.Hour || d > time.Hour {
+		t.Errorf("List time of an object just written: %v (%v ago)", young.ModTime, d)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	mustPut(t, s, "t/old", []byte("rewritten"))
+	again, err := s.List(ctx, "t/old")
+	if err != nil || len(again) != 1 || !again[0].ModTime.After(young.ModTime) {
+		t.Errorf("List after a rewrite: %v, %v; want a time after %v", again, err, young.ModTime)
 	}
 }
 
