@@ -140,3 +140,55 @@ func (c *dbConn) Close() error {
 	}
 	return err
 }
+
+// liveSource is a connection to a SQLite database that another process
+// writes, for Publisher: it tells whether the database changed, and reads
+// a consistent image of it.
+type liveSource struct {
+	path string
+	conn *dbConn
+}
+
+// openLive opens path read-only (SQLite's own locks: a read lock while
+// it reads, nothing else), with a busy timeout for a writer's commit.
+func openLive(ctx context.Context, path string) (*liveSource, error) {
+	conn, err := openConn(ctx, path, "?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return nil, err
+	}
+	return &liveSource{path: path, conn: conn}, nil
+}
+
+func (l *liveSource) Close() error { return l.conn.Close() }
+
+// dataVersion is SQLite's PRAGMA data_version on the connection: it
+// changes when another connection commits (in WAL mode it reads the
+// shared memory; in rollback mode it takes the read lock for a moment).
+func (l *liveSource) dataVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := l.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("%s: data_version: %w", l.path, err)
+	}
+	return v, nil
+}
+
+// image reads the whole database through SQLite (sqlite3_serialize: one
+// statement, so one read transaction, reads every page through the pager,
+// the WAL's committed frames included): a consistent image, never a torn
+// page nor a half-applied transaction.
+func (l *liveSource) image(ctx context.Context) ([]byte, error) {
+	var img []byte
+	err := l.conn.Raw(func(dc any) error {
+		c, ok := dc.(*sqlite3.SQLiteConn)
+		if !ok {
+			return errors.New("unexpected SQLite driver connection type")
+		}
+		var err error
+		img, err = c.Serialize("main")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the database: %w", l.path, err)
+	}
+	return img, nil
+}

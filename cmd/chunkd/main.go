@@ -59,6 +59,8 @@ func commands(stdout, stderr io.Writer) []command {
 			"generate a deterministic SQLite data set (sentences)")},
 		&importCommand{base("import",
 			"publish a SQLite file to a store as a new version (pages as chunks)")},
+		&publishCommand{base("publish",
+			"follow a SQLite database another process writes and publish a version after its commits")},
 		&compactCommand{base("compact",
 			"rewrite a SQLite database's appendix with its current version")},
 		&gcCommand{base("gc",

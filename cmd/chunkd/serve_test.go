@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/chunkd/chunkd/internal/bank"
 	"io"
 	"net/http"
 	"os"
@@ -33,6 +34,7 @@ var binary string
 
 func TestMain(m *testing.M) {
 	killedwriter.Main() // when this process is a writer that a test kills
+	bank.Main()         // when it is a bank writer or reader
 	dir, err := os.MkdirTemp("", "chunkd-bin-")
 	if err != nil {
 		panic(err)
