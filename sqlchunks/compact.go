@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
@@ -105,12 +104,11 @@ func compact(ctx context.Context, s store.Store, db string, o *ImportOptions) (*
 // window's records read together.
 func writeStoreAppendix(ctx context.Context, mdb *manifest.DB, h *head, vc *versionChunks, o *ImportOptions) (manifest.Spec, int64, error) {
 	addrs := vc.pages
-	f, err := os.CreateTemp("", "chunkd-compact-*.appendix")
+	f, err := newTableBuf(false, "chunkd-compact-*.appendix")
 	if err != nil {
 		return manifest.Spec{}, 0, err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
+	defer f.close()
 	w := tablefile.NewWriter(f)
 	// The root and the page map, then the open set's pages: read together.
 	first := []addr.Addr{vc.root}

@@ -80,6 +80,9 @@ type ImportOptions struct {
 	// beforeUpdate, if set (by tests), is called before each conditional
 	// manifest write, with the attempt number from 1.
 	beforeUpdate func(attempt int)
+	// inMemory (Publisher) builds table files in memory, not in
+	// temporary files.
+	inMemory bool
 	// now, if set (by tests), is the clock versions are dated by.
 	now func() time.Time
 	// memo, if set (by Publisher), remembers pages between imports of one
@@ -386,12 +389,11 @@ func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *Impo
 // plain table file and puts it; with more than mergeFiles small plain
 // files in h, their chunks go into it too, and they are to be retired.
 func (v *newVersion) writePlain(ctx context.Context, mdb *manifest.DB, h *head, o *ImportOptions) error {
-	tmp, err := os.CreateTemp("", "chunkd-import-*.table")
+	tmp, err := newTableBuf(o.inMemory, "chunkd-import-*.table")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
+	defer tmp.close()
 	w := tablefile.NewWriter(tmp)
 	add := func(a addr.Addr, data []byte) error {
 		if h.has(a) || w.Has(a) {
@@ -628,12 +630,12 @@ func hashPages(ctx context.Context, src *source, o *ImportOptions) (addrs []addr
 }
 
 // finishTable finishes the table file w wrote to f and puts it.
-func finishTable(ctx context.Context, mdb *manifest.DB, w *tablefile.Writer, f *os.File, o *ImportOptions) (manifest.Spec, int64, error) {
+func finishTable(ctx context.Context, mdb *manifest.DB, w *tablefile.Writer, f *tableBuf, o *ImportOptions) (manifest.Spec, int64, error) {
 	name, err := w.Finish()
 	if err != nil {
 		return manifest.Spec{}, 0, fmt.Errorf("write table file: %w", err)
 	}
-	data, err := os.ReadFile(f.Name())
+	data, err := f.bytes()
 	if err != nil {
 		return manifest.Spec{}, 0, err
 	}
@@ -644,6 +646,47 @@ func finishTable(ctx context.Context, mdb *manifest.DB, w *tablefile.Writer, f *
 	}
 	o.progress("upload", int64(len(data)), int64(len(data)))
 	return spec, int64(len(data)), nil
+}
+
+// tableBuf is where an import builds a table file before it puts it: a
+// temporary file, or memory (Publisher, whose source is in memory
+// already: no file is written beside the database it follows).
+type tableBuf struct {
+	f   *os.File
+	mem bytes.Buffer
+}
+
+func newTableBuf(inMemory bool, pattern string) (*tableBuf, error) {
+	if inMemory {
+		return &tableBuf{}, nil
+	}
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &tableBuf{f: f}, nil
+}
+
+func (b *tableBuf) Write(p []byte) (int, error) {
+	if b.f == nil {
+		return b.mem.Write(p)
+	}
+	return b.f.Write(p)
+}
+
+// bytes returns what was written.
+func (b *tableBuf) bytes() ([]byte, error) {
+	if b.f == nil {
+		return b.mem.Bytes(), nil
+	}
+	return os.ReadFile(b.f.Name())
+}
+
+func (b *tableBuf) close() {
+	if b.f != nil {
+		b.f.Close()
+		os.Remove(b.f.Name())
+	}
 }
 
 // putTable puts a table file.
@@ -666,12 +709,11 @@ func putTable(ctx context.Context, mdb *manifest.DB, name string, data []byte) e
 // or from the first megabytes of its download, rather than an interior
 // page at a time from all over it.
 func (v *newVersion) writeAppendix(ctx context.Context, mdb *manifest.DB, interior []int64, o *ImportOptions) (manifest.Spec, int64, error) {
-	f, err := os.CreateTemp("", "chunkd-import-*.appendix")
+	f, err := newTableBuf(o.inMemory, "chunkd-import-*.appendix")
 	if err != nil {
 		return manifest.Spec{}, 0, err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
+	defer f.close()
 	w := tablefile.NewWriter(f)
 	add := func(a addr.Addr, data []byte) error {
 		v.written[a] = true

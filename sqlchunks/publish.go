@@ -216,7 +216,7 @@ func (p *Publisher) round(ctx context.Context, live *liveSource, mdb *manifest.D
 	if h, err = loadHead(ctx, mdb, h); err != nil {
 		return nil, nil, err
 	}
-	o := &ImportOptions{DB: p.o.DB, Message: p.o.Message, Appendix: p.o.Appendix, AppendixThreshold: p.o.AppendixThreshold, memo: memo}
+	o := &ImportOptions{DB: p.o.DB, Message: p.o.Message, Appendix: p.o.Appendix, AppendixThreshold: p.o.AppendixThreshold, memo: memo, inMemory: true}
 	start := time.Now()
 	res, h2, err := importSource(ctx, mdb, h, src, o)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -389,10 +388,10 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(max(k, 0), len(s)-1)]
 }
 
-// Lags returns, for each commit (by sequence number) that some version
-// holds, how long after its commit began the first version holding it was
-// seen: versions are the ones readers saw become the head, at their At.
-func Lags(commits []Commit, versions []Seen) ([]time.Duration, error) {
+// FirstSeen returns, for each commit, when a reader first saw a head that
+// holds it (zero if none did): versions are what the readers checked, the
+// heads among them at their At.
+func FirstSeen(commits []Commit, versions []Seen) []time.Time {
 	var vs []Seen
 	for _, v := range versions {
 		if !v.At.IsZero() && v.Err == "" {
@@ -400,17 +399,14 @@ func Lags(commits []Commit, versions []Seen) ([]time.Duration, error) {
 		}
 	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].At.Before(vs[j].At) })
-	var out []time.Duration
-	for _, c := range commits {
+	out := make([]time.Time, len(commits))
+	for i, c := range commits {
 		for _, v := range vs {
 			if v.State.MaxSeq >= c.Seq {
-				out = append(out, v.At.Sub(c.At))
+				out[i] = v.At
 				break
 			}
 		}
 	}
-	if len(out) == 0 && len(commits) > 0 {
-		return nil, errors.New("bank: no version seen holds any of the commits")
-	}
-	return out, nil
+	return out
 }
