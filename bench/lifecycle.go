@@ -135,7 +135,9 @@ func lifecycleImports(ctx context.Context, r *Runner, st *countingStore, file st
 		if err != nil {
 			return err
 		}
-		every := max(1, int(float64(sentences)/(0.01*float64(first.Pages))))
+		// Rows spread over the pages, some two to a page: 1.35 rows for
+		// each page to change made about 1% changed pages.
+		every := max(1, int(float64(sentences)/(0.0135*float64(first.Pages))))
 		if err := execSQLite(file, fmt.Sprintf(`UPDATE sentences SET Text = CASE WHEN Text = upper(Text) THEN lower(Text) ELSE upper(Text) END WHERE SentenceId %% %d = %d`, every, v%every)); err != nil {
 			return err
 		}
@@ -159,7 +161,8 @@ func lifecycleImports(ctx context.Context, r *Runner, st *countingStore, file st
 	if changes > 0 {
 		rep.Metric("change-1pct", "store", 0, "bytes_written", float64(written)/float64(changes))
 		rep.Metric("change-1pct", "store", 0, "changed_page_bytes", float64(changedBytes)/float64(changes))
-		fmt.Fprintf(&b, "| a version changing 1%% of the pages (mean of %d) | %s | the changed pages, %s | %.2f× | ≤ 3× | |\n", changes,
+		fmt.Fprintf(&b, "| a version changing 1%% of the pages (mean of %d; %.2f%% changed) | %s | the changed pages, %s | %.2f× | ≤ 3× | |\n", changes,
+			100*float64(changedBytes)/float64(changes)/float64(first.Pages*pageSize),
 			humanize.IBytes(uint64(written/int64(changes))), humanize.IBytes(uint64(changedBytes/int64(changes))), float64(written)/float64(changedBytes))
 	}
 	b.WriteString("\nA changed page costs its page, the page-map leaf above it (20 KiB for 1,000 pages, shared by the changed pages under it), the root, and a table file's index and footer.\n")
@@ -241,20 +244,11 @@ func lifecyclePublish(ctx context.Context, r *Runner) error {
 	defer st.Close()
 	rep.Env.Set("publish", "a bank of %d accounts (WAL, synchronous=FULL), a writer process making %d transfers a second (each its own transaction); "+
 		"chunkd publish at --interval %v in the suite's process, into a local folder store in %s; 2 reader processes polling the manifest every 10 ms, "+
-		"checking every version (sum of balances) and noting when each became the head; phases of %v, writer alone and with publish, alternating, 2 of each",
+		"checking every version (sum of balances) and noting when each became the head. Phases of %v, writer alone and with publish, alternating, 3 of each, with no reader (the commit latencies); then one of twice that with publish and the readers (the lag)",
 		accounts, rate, interval, where, phase)
 	w, err := bank.StartWriter(path, rate)
 	if err != nil {
 		return err
-	}
-	var readers []*bank.Reader
-	for range 2 {
-		rd, err := bank.StartReader(storeDir, "bank")
-		if err != nil {
-			w.Stop()
-			return err
-		}
-		readers = append(readers, rd)
 	}
 	var (
 		mu      sync.Mutex
@@ -277,30 +271,46 @@ func lifecyclePublish(ctx context.Context, r *Runner) error {
 			}
 		}})
 	if err != nil {
+		w.Stop()
 		return err
 	}
 	type span struct {
 		from, to time.Time
-		on       bool
+		on, lag  bool
 	}
 	var spans []span
-	for i := range 4 {
-		on := i%2 == 1
+	phaseRun := func(i int, on, lag bool, d time.Duration) {
 		from := time.Now()
+		r.Logf("publish: phase %d, publish %v, readers %v", i, on, lag)
 		if on {
-			pctx, cancel := context.WithTimeout(ctx, phase)
-			r.Logf("publish: phase %d, with publish", i+1)
+			pctx, cancel := context.WithTimeout(ctx, d)
 			p.Run(pctx)
 			cancel()
 		} else {
-			r.Logf("publish: phase %d, writer alone", i+1)
 			select {
 			case <-ctx.Done():
-			case <-time.After(phase):
+			case <-time.After(d):
 			}
 		}
-		spans = append(spans, span{from, time.Now(), on})
+		spans = append(spans, span{from, time.Now(), on, lag})
 	}
+	// The writer alone and with publish, alternating, no reader running:
+	// its commit latency.
+	for i := range 6 {
+		phaseRun(i+1, i%2 == 1, false, phase)
+	}
+	// Then publish with the readers: the lag, and every version checked.
+	var readers []*bank.Reader
+	for range 2 {
+		rd, err := bank.StartReader(storeDir, "bank")
+		if err != nil {
+			w.Stop()
+			return err
+		}
+		readers = append(readers, rd)
+	}
+	time.Sleep(100 * time.Millisecond)
+	phaseRun(7, true, true, 2*phase)
 	w.Stop()
 	<-got
 	// Let the readers see the last version.
@@ -329,13 +339,15 @@ func lifecyclePublish(ctx context.Context, r *Runner) error {
 			if c.At.Before(s.from) || !c.At.Before(s.to) {
 				continue
 			}
-			if !s.on {
+			switch {
+			case s.lag:
+				if !first[i].IsZero() && first[i].Before(s.to.Add(interval)) {
+					inPublish = append(inPublish, first[i].Sub(c.At))
+				}
+			case s.on:
+				with = append(with, c.Latency)
+			default:
 				alone = append(alone, c.Latency)
-				continue
-			}
-			with = append(with, c.Latency)
-			if !first[i].IsZero() && first[i].Before(s.to.Add(interval)) {
-				inPublish = append(inPublish, first[i].Sub(c.At))
 			}
 		}
 	}

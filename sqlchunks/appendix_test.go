@@ -178,38 +178,38 @@ func TestAppendixPlusNewerFiles(t *testing.T) {
 	}
 }
 
-// TestMergeSmallFiles: past mergeFiles small plain files, an import takes
-// their chunks into its own file and the manifest names it instead; every
+// TestMergeSmallFiles: once mergeFiles small plain files of one size tier
+// are there, an import takes their chunks into its own file and the
+// manifest names it instead; merged files merge again a tier up; every
 // version still reads.
 func TestMergeSmallFiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("imports a database 35 times")
-	}
 	s := newFolder(t)
 	path := handDB(t)
 	o := ImportOptions{DB: "merge", Appendix: true, AppendixThreshold: 1}
 	importFile(t, s, path, o)
-	var merged *ImportResult
 	var roots []addr.Addr
 	var copies []string
-	for i := 1; i <= mergeFiles+2; i++ {
+	merges := 0
+	for i := 1; i <= 20; i++ {
 		execAll(t, path, fmt.Sprintf(`UPDATE docs SET score = %d WHERE id = %d`, i, 1+i*83))
 		r := importFile(t, s, path, o)
 		roots, copies = append(roots, r.Root), append(copies, copyFile(t, path, fmt.Sprint(i, ".db")))
 		if len(r.Merged) > 0 {
-			merged = r
-			break
+			merges++
+			if len(r.Merged) != mergeFiles {
+				t.Fatalf("import %d merged %d files", i, len(r.Merged))
+			}
+		}
+		_, m := loadManifest(t, s, "merge")
+		if len(m.Specs) > 1+2*(mergeFiles-1)+1 {
+			t.Fatalf("after import %d the manifest names %d files", i, len(m.Specs))
 		}
 	}
-	if merged == nil || len(merged.Merged) != mergeFiles+1 {
-		t.Fatalf("no merge after %d imports: %+v", len(roots), merged)
-	}
-	_, m := loadManifest(t, s, "merge")
-	if len(m.Specs) != 2 || !m.HasSpec(merged.TableFile) {
-		t.Fatalf("manifest after the merge: %v", m.Specs)
+	if merges < 4 {
+		t.Fatalf("%d merges in 20 imports", merges)
 	}
 	c := newClient(t, s, "merge", "")
-	for _, i := range []int{0, len(roots) / 2, len(roots) - 1} {
+	for _, i := range []int{0, 7, len(roots) - 1} {
 		_, db, _ := openVersion(t, c, roots[i], nil)
 		sameResults(t, fmt.Sprint("version ", i+1), plainDB(t, copies[i]), db, handQueries[:3])
 	}

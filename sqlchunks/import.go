@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -28,12 +29,15 @@ import (
 // pages.
 const DefaultAppendixThreshold = 0.15
 
-// Merging small table files (see ImportOptions): an import that finds
-// more than mergeFiles plain files of at most mergeFileMax bytes beside
-// the appendix copies their chunks into its own new file, and the
-// manifest names that one instead.
+// Merging small table files, size-tiered: the plain files of at most
+// mergeFileMax bytes fall in tiers by size (a tier is a factor of 4); an
+// import that finds mergeFiles of them in one tier copies their chunks
+// into its own new file, which the manifest names instead. Each byte is
+// copied about once a tier (a few times in all), a merge reads at most
+// mergeFiles files of about one size, and the manifest names at most
+// mergeFiles-1 small files a tier.
 const (
-	mergeFiles   = 32
+	mergeFiles   = 4
 	mergeFileMax = 16 << 20
 )
 
@@ -386,8 +390,9 @@ func upload(ctx context.Context, mdb *manifest.DB, h *head, src *source, o *Impo
 }
 
 // writePlain writes the chunks of the version that head h lacks to a new
-// plain table file and puts it; with more than mergeFiles small plain
-// files in h, their chunks go into it too, and they are to be retired.
+// plain table file and puts it; with mergeFiles small plain files of one
+// size tier in h, their chunks go into it too, and they are to be
+// retired.
 func (v *newVersion) writePlain(ctx context.Context, mdb *manifest.DB, h *head, o *ImportOptions) error {
 	tmp, err := newTableBuf(o.inMemory, "chunkd-import-*.table")
 	if err != nil {
@@ -422,7 +427,7 @@ func (v *newVersion) writePlain(ctx context.Context, mdb *manifest.DB, h *head, 
 	if err := add(v.rootAddr, v.rootData); err != nil {
 		return err
 	}
-	if small := h.smallFiles(); len(small) > mergeFiles {
+	if small := h.mergeable(); len(small) > 0 {
 		var as []addr.Addr
 		for _, f := range small {
 			for _, e := range f.Index.Entries() {
@@ -896,16 +901,26 @@ func (h *head) lacking(addrs []addr.Addr) int64 {
 	return n
 }
 
-// smallFiles returns the head's plain table files of at most
-// mergeFileMax bytes, in manifest order.
-func (h *head) smallFiles() []*tableset.File[struct{}] {
-	var out []*tableset.File[struct{}]
+// mergeable returns mergeFiles plain files of h of at most mergeFileMax
+// bytes that are in one size tier (the smallest tier that has as many),
+// or none.
+func (h *head) mergeable() []*tableset.File[struct{}] {
+	tiers := map[int][]*tableset.File[struct{}]{}
+	best := -1
 	for _, f := range h.files() {
-		if !f.Appendix && f.Size <= mergeFileMax {
-			out = append(out, f)
+		if f.Appendix || f.Size > mergeFileMax {
+			continue
+		}
+		t := bits.Len64(uint64(f.Size)) / 2
+		tiers[t] = append(tiers[t], f)
+		if len(tiers[t]) == mergeFiles && (best < 0 || t < best) {
+			best = t
 		}
 	}
-	return out
+	if best < 0 {
+		return nil
+	}
+	return tiers[best][:mergeFiles]
 }
 
 // replaceableAppendix returns the head's appendix files that a new
