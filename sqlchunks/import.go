@@ -87,6 +87,9 @@ type ImportOptions struct {
 	// inMemory (Publisher) builds table files in memory, not in
 	// temporary files.
 	inMemory bool
+	// oneThread (Publisher, whose rounds run in the background) hashes
+	// on the caller's thread alone.
+	oneThread bool
 	// now, if set (by tests), is the clock versions are dated by.
 	now func() time.Time
 	// memo, if set (by Publisher), remembers pages between imports of one
@@ -592,6 +595,9 @@ func hashPages(ctx context.Context, src *source, o *ImportOptions) (addrs []addr
 	seen := make(map[addr.Addr]struct{})
 	buf := make([]byte, hashBatch*pageSize)
 	workers := runtime.GOMAXPROCS(0)
+	if o.oneThread {
+		workers = 1
+	}
 	o.progress("read", 0, pages)
 	for first := int64(0); first < pages; first += hashBatch {
 		if err := ctx.Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/internal/background"
 	"github.com/chunkd/chunkd/manifest"
 	"github.com/chunkd/chunkd/store"
 )
@@ -78,7 +79,9 @@ type PublishStats struct {
 // (sqlite3_serialize: the pager's pages, the WAL's committed frames
 // included), so a version is always a state some commit left, never a
 // torn page nor half a transaction; the writer is held up by nothing
-// but that read lock (in WAL mode, not at all). It then imports the
+// but that read lock (in WAL mode, not at all). A round runs on one
+// thread at the lowest CPU priority (package background), so that it
+// yields the cores to the writer. It then imports the
 // image as Import does - hashing only the pages whose fast hash changed
 // since the last round (pageMemo), writing only the chunks the database
 // lacks - and commits it by the manifest's compare-and-swap.
@@ -181,7 +184,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			last = now
 			p.clearSeen()
 			var pub *Published
-			pub, h, err = p.round(work, live, mdb, h, memo, seen)
+			background.Run(func() { pub, h, err = p.round(work, live, mdb, h, memo, seen) })
 			if err != nil {
 				failures++
 				wait := min(p.poll()<<min(failures, 10), 30*time.Second)
@@ -216,7 +219,7 @@ func (p *Publisher) round(ctx context.Context, live *liveSource, mdb *manifest.D
 	if h, err = loadHead(ctx, mdb, h); err != nil {
 		return nil, nil, err
 	}
-	o := &ImportOptions{DB: p.o.DB, Message: p.o.Message, Appendix: p.o.Appendix, AppendixThreshold: p.o.AppendixThreshold, memo: memo, inMemory: true}
+	o := &ImportOptions{DB: p.o.DB, Message: p.o.Message, Appendix: p.o.Appendix, AppendixThreshold: p.o.AppendixThreshold, memo: memo, inMemory: true, oneThread: true}
 	start := time.Now()
 	res, h2, err := importSource(ctx, mdb, h, src, o)
 	if err != nil {

@@ -268,7 +268,7 @@ type Reader struct {
 
 // StartReader starts a reader process: it polls database db of the store
 // at storeURL for a new head every 10 ms and checks every version since
-// the last it checked, until Stop.
+// the first head it saw, until Stop.
 func StartReader(storeURL, db string) (*Reader, error) {
 	cmd, out, err := start("reader:" + db + ":" + storeURL)
 	if err != nil {
@@ -325,8 +325,9 @@ func readerMain(job string) error {
 			continue
 		}
 		at := time.Now()
+		first := last.IsEmpty()
 		last = m.Root
-		for _, s := range checkSince(ctx, s, db, m.Root, at, checked) {
+		for _, s := range checkSince(ctx, s, db, m.Root, at, checked, first) {
 			if err := enc.Encode(s); err != nil {
 				return err
 			}
@@ -335,8 +336,10 @@ func readerMain(job string) error {
 	return nil
 }
 
-// checkSince checks head and every version before it not checked yet.
-func checkSince(ctx context.Context, s store.Store, db string, head addr.Addr, at time.Time, checked map[addr.Addr]bool) []Seen {
+// checkSince checks head and every version before it not checked yet
+// (only the head, on the reader's first look: the versions made before
+// it started are not its to check).
+func checkSince(ctx context.Context, s store.Store, db string, head addr.Addr, at time.Time, checked map[addr.Addr]bool, first bool) []Seen {
 	c, err := client.Open(ctx, client.Options{Store: s, DB: db, MemBytes: -1})
 	if err != nil {
 		return []Seen{{Root: head, At: at, Err: err.Error()}}
@@ -363,6 +366,9 @@ func checkSince(ctx context.Context, s store.Store, db string, head addr.Addr, a
 			break
 		}
 		out = append(out, seen)
+		if first {
+			break
+		}
 		a = v.Parent
 	}
 	return out
