@@ -15,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/sqlitevfs"
