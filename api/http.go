@@ -151,6 +151,9 @@ const (
 	// KindNoSuchVersion: the database has no version of the root asked
 	// for (the all-zero root names none).
 	KindNoSuchVersion = "no such version"
+	// KindVersionCollected: the database had the version, and garbage
+	// collection removed it.
+	KindVersionCollected = "version collected"
 )
 
 // maxErrorBody is how much of an error body ReadError reads.

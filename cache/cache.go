@@ -389,6 +389,21 @@ func (c *Cache) CheckVersion(ctx context.Context, db string, root addr.Addr) err
 	}
 }
 
+// ManifestVersion returns the version of database db's manifest object as
+// the cache last read it ("" while it serves the database from its saved
+// state): it changes whenever the manifest does (a new version, or gc
+// dropping files), for a feature that keeps what it read of the database
+// until then.
+func (c *Cache) ManifestVersion(ctx context.Context, db string) (string, error) {
+	d, err := c.database(ctx, db)
+	if err != nil {
+		return "", err
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.version, nil
+}
+
 // FreshRoot is Root checked against the store now: where Root with fresh
 // answers the last root known, marked stale, when the store's manifest
 // cannot be read, FreshRoot fails with the store's kind (unreachable,
@@ -427,6 +442,11 @@ func (c *Cache) LoadDB(ctx context.Context, db string) error {
 	_, err := c.database(ctx, db)
 	return err
 }
+
+// Store is the store the cache reads, as it reads it (its failures count
+// in the service's health), for a feature that reads objects of its own
+// beside the databases' files.
+func (c *Cache) Store() store.Store { return c.store }
 
 // Logger is the logger the cache was configured with, for the APIs that
 // serve it.

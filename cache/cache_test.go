@@ -1194,3 +1194,28 @@ func TestCheckVersion(t *testing.T) {
 		t.Errorf("45 unknown roots in %v read the store %d times, want at most %d (one per %v)", time.Since(start), reads, limit, minFreshInterval)
 	}
 }
+
+// TestDropsFilesNoLongerNamed: a cached file the manifest stops naming
+// (gc collected it, or merged it into another) leaves the disk once the
+// manifest is read again; files still named stay.
+func TestDropsFilesNoLongerNamed(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{MemBytes: 1, ManifestTTL: time.Hour})
+	old := f.db.Files[0]
+	f.get(old.Addrs[0])
+	f.waitDownloads(1)
+	if f.cache.disk.get(old.Key) == nil {
+		t.Fatal("the file was not cached")
+	}
+	next := f.newVersion(t, 9) // db1's manifest now names only the new version's file
+	if _, err := f.cache.FreshRoot(ctx, "db1"); err != nil {
+		t.Fatal(err)
+	}
+	if f.cache.disk.get(old.Key) != nil {
+		t.Error("a cached file the manifest no longer names is still on disk")
+	}
+	a := next.Files[0].Addrs[0]
+	if r, err := f.cache.GetChunk(ctx, "db1", a); err != nil || !r.Found || !bytes.Equal(r.Data, next.Chunks[a]) {
+		t.Errorf("the new version's chunk: %+v, %v", r.Found, err)
+	}
+}

@@ -225,6 +225,19 @@ func (d *database) refreshLocked(ctx context.Context) error {
 		byName[f.Name] = f.Value
 	}
 	d.publish(m.Root, tables, byName, len(set.Failed), missingErr, time.Now())
+	// Files the manifest no longer names (gc collected them, or merged
+	// them into others) leave the disk: nothing reads them any more.
+	named := make(map[string]bool, len(m.Specs))
+	for _, spec := range m.Specs {
+		named[spec.Name] = true
+	}
+	for name, t := range known {
+		if !named[name] {
+			if cf := e.disk.get(t.key); cf != nil && e.disk.drop(cf) {
+				e.log.Info("dropped a cached table file its database's manifest no longer names", "db", d.name, "file", name)
+			}
+		}
+	}
 	d.setManifest(m) // files.go
 	d.mu.Lock()
 	d.version = version

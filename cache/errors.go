@@ -53,6 +53,9 @@ const (
 	// manifest, read again, names no file that holds the root chunk), or
 	// the root is the all-zero address, which names no version.
 	KindNoSuchVersion
+	// KindVersionCollected: the database had that version, and garbage
+	// collection (chunkd gc) removed it: never "absent", nor a fault.
+	KindVersionCollected
 )
 
 // kindNames are the kinds' names, as errors and docs give them.
@@ -71,6 +74,7 @@ var kindNames = map[Kind]string{
 	KindNotServed:        "not served",
 	KindUnknownFile:      "unknown file",
 	KindNoSuchVersion:    api.KindNoSuchVersion,
+	KindVersionCollected: api.KindVersionCollected,
 }
 
 // Kinds returns every kind, in order: what a transport maps to its

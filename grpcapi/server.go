@@ -101,6 +101,7 @@ var kindCodes = map[cache.Kind]codes.Code{
 	cache.KindNotServed:        codes.Unimplemented,
 	cache.KindUnknownFile:      codes.NotFound,
 	cache.KindNoSuchVersion:    codes.NotFound,
+	cache.KindVersionCollected: codes.FailedPrecondition,
 }
 
 // Code returns the gRPC code of err, by its kind.

@@ -28,6 +28,7 @@ var statuses = map[cache.Kind]int{
 	cache.KindNotServed:        http.StatusNotImplemented,
 	cache.KindUnknownFile:      http.StatusNotFound,
 	cache.KindNoSuchVersion:    http.StatusNotFound,
+	cache.KindVersionCollected: http.StatusGone,
 }
 
 // Status returns the HTTP status of err, by its kind (500 for errors of

@@ -172,8 +172,13 @@ func (s *Server) versionSet(ctx context.Context, db string, root addr.Addr, fres
 			return addr.Addr{}, nil, nil, fmt.Errorf("database %q: root: %w", db, err)
 		}
 		current = &info
-	} else if err := s.c.CheckVersion(ctx, db, root); err != nil {
-		return addr.Addr{}, nil, nil, err // a root published a moment ago is known by now; one no version has is an error of its own
+	} else {
+		if err := s.checkCollected(ctx, db, root); err != nil {
+			return addr.Addr{}, nil, nil, err
+		}
+		if err := s.c.CheckVersion(ctx, db, root); err != nil {
+			return addr.Addr{}, nil, nil, err // a root published a moment ago is known by now; one no version has is an error of its own
+		}
 	}
 	key := setKey{db, root}
 	if set := s.sets.get(key); set != nil {

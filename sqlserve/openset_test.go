@@ -248,3 +248,41 @@ func TestOpenSetNewVersion(t *testing.T) {
 		}
 	}
 }
+
+// A version chunkd gc collected is "version collected" (410, its own
+// kind), read from gc's record even while its root chunk survives in a
+// file kept for later versions; the versions kept still open.
+func TestOpenSetCollected(t *testing.T) {
+	f, roots := newSQLFixture(t, 4, cache.Config{ManifestTTL: time.Hour})
+	get := func(root addr.Addr) (int, api.Error) {
+		rec := httptest.NewRecorder()
+		f.h.ServeHTTP(rec, httptest.NewRequest("GET", api.OpenSetPath("db1", root, false, false), nil))
+		var e api.Error
+		json.Unmarshal(rec.Body.Bytes(), &e)
+		return rec.Code, e
+	}
+	for _, r := range roots {
+		if code, e := get(r); code != 200 {
+			t.Fatalf("before gc: %d %+v", code, e)
+		}
+	}
+	res, err := sqlchunks.Collect(context.Background(), f.Store, sqlchunks.CollectOptions{DB: "db1", Keep: 2, Grace: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Collected) != 2 {
+		t.Fatalf("gc collected %d versions, want 2", len(res.Collected))
+	}
+	if _, err := f.Cache.FreshRoot(context.Background(), "db1"); err != nil { // the service reads the new manifest
+		t.Fatal(err)
+	}
+	for i, r := range roots {
+		code, e := get(r)
+		if i < 2 && (code != 410 || e.Kind != api.KindVersionCollected || !strings.Contains(e.Message, "was collected")) {
+			t.Errorf("collected version %d: %d %+v, want 410 of kind %q", i, code, e, api.KindVersionCollected)
+		}
+		if i >= 2 && code != 200 {
+			t.Errorf("kept version %d: %d %+v", i, code, e)
+		}
+	}
+}

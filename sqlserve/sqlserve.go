@@ -41,10 +41,11 @@ type Config struct {
 
 // Server serves SQLite versions' open sets and page images over a cache.
 type Server struct {
-	c      *cache.Cache
-	log    *slog.Logger
-	images *images
-	sets   openSets
+	c         *cache.Cache
+	log       *slog.Logger
+	images    *images
+	sets      openSets
+	collected collected // versions chunkd gc collected, per database
 
 	ctx    context.Context // canceled by Close: stops background fills
 	cancel context.CancelFunc
