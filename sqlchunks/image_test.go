@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -407,3 +409,47 @@ func TestVersionImageLying(t *testing.T) {
 type shortImage struct{ *client.Image }
 
 func (s shortImage) Slots() int { return s.Image.Slots() - 1 }
+
+// TestPublishThenOpen: 100 times in a row, a version published a moment
+// ago opens at once by its root through the service alone (no store: the
+// service reads the manifest again for a root it does not know yet); the
+// all-zero root and a root no version has are "no such version", saying
+// so, not the current version nor a missing chunk.
+func TestPublishThenOpen(t *testing.T) {
+	s := newFolder(t)
+	path := genDB(t, 11)
+	importFile(t, s, path, ImportOptions{DB: "live"})
+	_, url := startService(t, s, 0)
+	ctx := context.Background()
+	open := func(at At) (*Opened, error) {
+		return Open(ctx, Source{DB: "live", Service: url, At: at, ServiceDir: client.NoLocalDir, MemBytes: -1, Logger: quietLog()})
+	}
+	for i := range 100 {
+		execAll(t, path, fmt.Sprintf(`INSERT INTO blobs VALUES (%d, randomblob(100))`, 1000+i))
+		res := importFile(t, s, path, ImportOptions{DB: "live"})
+		v, err := open(At{Root: res.Root, IsRoot: true})
+		if err != nil {
+			t.Fatalf("version %d (%s), published a moment ago: %v", i, res.Root, err)
+		}
+		var n int
+		d, err := v.DB(nil)
+		if err == nil {
+			err = d.QueryRow(`SELECT count(*) FROM blobs WHERE id >= 1000`).Scan(&n)
+			d.Close()
+		}
+		v.Close()
+		if err != nil || n != i+1 {
+			t.Fatalf("version %d: %d rows of the new ones, %v; want %d", i, n, err, i+1)
+		}
+	}
+	for _, root := range []addr.Addr{{}, addr.Of([]byte("no version"))} {
+		v, err := open(At{Root: root, IsRoot: true})
+		if err == nil {
+			v.Close()
+			t.Fatalf("root %s opened", root)
+		}
+		if !errors.Is(err, ErrNoVersion) || !strings.Contains(err.Error(), root.String()) {
+			t.Errorf("root %s: %v, want no such version naming it", root, err)
+		}
+	}
+}

@@ -28,8 +28,9 @@ type Source struct {
 	// client.NoLocalDir never reads it, and a directory given must be
 	// the service's, or Open fails saying why.
 	ServiceDir string
-	// At is the version's root; zero for the current one.
-	At addr.Addr
+	// At names the version: the zero At for the current one, a root, or
+	// a time (ParseAt reads them as users give them).
+	At At
 	// FreshRoot asks the service to check the store's manifest before it
 	// names the current root.
 	FreshRoot bool
@@ -78,7 +79,12 @@ func Open(ctx context.Context, src Source) (*Opened, error) {
 	if c.LocalDir() != "" { // on the service's host: its page images, no request per page
 		r = WithImages(r, ImagesOf(c.OpenImage, c.OpenVersionImage))
 	}
-	p, err := OpenVersionPages(ctx, r, src.At)
+	root, err := Resolve(ctx, r, src.At)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	p, err := OpenVersionPages(ctx, r, root)
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
 )
 
 // A fresh reader of a version needs, before SQLite can find any row: the
@@ -108,8 +109,12 @@ func (p *Pages) preload(ctx context.Context, c ChunkReader) error {
 func openFromSet(ctx context.Context, c ChunkReader, root addr.Addr) (p *Pages, ok bool, err error) {
 	ir, images := c.(imageReader)
 	if images && ir.images.OpenVersion != nil {
-		if p, err := openByImage(ctx, ir, root); err == nil {
+		p, err := openByImage(ctx, ir, root)
+		if err == nil {
 			return p, true, nil
+		}
+		if err := versionAnswer(err, c.DB(), root); err != nil {
+			return nil, false, err
 		}
 		// No image by version (an older service, or none on this host):
 		// by the open set, then the image of the pages' addresses.
@@ -122,6 +127,9 @@ func openFromSet(ctx context.Context, c ChunkReader, root addr.Addr) (p *Pages, 
 	// as any page is (a pread and a CRC): the set need not carry them.
 	head, chunks, err := sr.ReadOpenSet(ctx, root, !images)
 	if err != nil {
+		if err := versionAnswer(err, c.DB(), root); err != nil {
+			return nil, false, err // the service knows: no other way will find it
+		}
 		return nil, false, nil
 	}
 	if p, err = openGiven(ctx, c, head, chunks, !images); err != nil {
@@ -276,6 +284,27 @@ func (r *replayer) GetMany(_ context.Context, as []addr.Addr, fn func(i int, dat
 		if err := fn(i, data); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// ErrCollected is wrapped by the error for a version chunkd gc collected.
+var ErrCollected = errors.New("version collected")
+
+// versionAnswer returns the error for a service's answer that version
+// root does not exist or was collected, which is final (reading the root
+// chunk some other way would only fail later, naming less); nil for any
+// other error.
+func versionAnswer(err error, db string, root addr.Addr) error {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return nil
+	}
+	switch ae.Kind {
+	case api.KindNoSuchVersion:
+		return fmt.Errorf("sqlchunks: %w %s of database %q (the service read its manifest again and no table file holds that root)", ErrNoVersion, root, db)
+	case api.KindVersionCollected:
+		return fmt.Errorf("sqlchunks: %w: %s", ErrCollected, ae.Message)
 	}
 	return nil
 }
