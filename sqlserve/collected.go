@@ -21,7 +21,7 @@ type collected struct {
 
 type collectedSet struct {
 	manifest string // the manifest's version when the record was read
-	roots map[addr.Addr]sqlchunks.Version
+	roots    map[addr.Addr]sqlchunks.Version
 }
 
 // check returns an error of kind cache.KindVersionCollected when gc
