@@ -1,19 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/sqlchunks"
@@ -54,7 +45,7 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&tf.readAhead, "read-ahead", 64, "pages fetched in one batch when SQLite reads sequentially (0: off)")
 	file := fs.String("file", "", "query a plain local SQLite file instead (same engine, same output)")
 	query := fs.String("q", "", "the SQL query (required)")
-	format := fs.String("format", "table", "output: table, csv or json")
+	format := fs.String("format", "table", "output: table, csv or json; each prints rows as they come (table sets its columns' widths by the first 100 rows, then widens)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -225,144 +216,4 @@ func (d *openDB) runOne(ctx context.Context, q, format string, w io.Writer) (int
 		return n, d.QueryError(err)
 	}
 	return n, out.close()
-}
-
-type rowWriter struct {
-	format string
-	cols   []string
-	tw     *tabwriter.Writer
-	cw     *csv.Writer
-	w      io.Writer
-	first  bool
-}
-
-func newRowWriter(format string, w io.Writer, cols []string) *rowWriter {
-	rw := &rowWriter{format: format, cols: cols, w: w, first: true}
-	switch format {
-	case "table":
-		rw.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(rw.tw, strings.Join(cols, "\t"))
-	case "csv":
-		rw.cw = csv.NewWriter(w)
-		rw.cw.Write(cols)
-	case "json":
-		io.WriteString(w, "[")
-	}
-	return rw
-}
-
-// text is a value as the table format shows it; csv differs only for NULL.
-func text(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "NULL"
-	case []byte:
-		if utf8.Valid(x) {
-			return string(x)
-		}
-		return "x'" + hex.EncodeToString(x) + "'"
-	case time.Time:
-		return x.Format(time.RFC3339Nano)
-	case float64:
-		return floatText(x)
-	}
-	return fmt.Sprint(v)
-}
-
-// floatText writes a REAL so that it reads as one, as sqlite3 does: 1.0,
-// not 1. Plain decimals where they are exact and short (1000000.0, not
-// 1e+06), exponents for the very large and very small (1.0e+20).
-func floatText(x float64) string {
-	if math.IsInf(x, 0) || math.IsNaN(x) {
-		return strconv.FormatFloat(x, 'g', -1, 64) // +Inf, -Inf, NaN
-	}
-	var s string
-	if a := math.Abs(x); a == 0 || (a >= 1e-4 && a < 1e15) {
-		s = strconv.FormatFloat(x, 'f', -1, 64)
-	} else {
-		s = strconv.FormatFloat(x, 'e', -1, 64)
-	}
-	mant, exp, hasExp := strings.Cut(s, "e")
-	if !strings.Contains(mant, ".") {
-		mant += ".0"
-	}
-	if hasExp {
-		return mant + "e" + exp
-	}
-	return mant
-}
-
-// jsonValue is a value as the json format writes it: numbers as numbers
-// (a REAL keeps its ".0"), TEXT as a string, NULL as null, and a BLOB as
-// {"blob":"HEX"} so that it cannot be taken for text.
-func jsonValue(v any) ([]byte, error) {
-	switch x := v.(type) {
-	case []byte:
-		return []byte(`{"blob":"` + hex.EncodeToString(x) + `"}`), nil
-	case float64:
-		if math.IsInf(x, 0) || math.IsNaN(x) {
-			return json.Marshal(floatText(x)) // JSON has no infinities
-		}
-		return []byte(floatText(x)), nil
-	}
-	return json.Marshal(v)
-}
-
-func (rw *rowWriter) row(vals []any) error {
-	switch rw.format {
-	case "table":
-		s := make([]string, len(vals))
-		for i, v := range vals {
-			s[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(text(v))
-		}
-		_, err := fmt.Fprintln(rw.tw, strings.Join(s, "\t"))
-		return err
-	case "csv":
-		s := make([]string, len(vals))
-		for i, v := range vals {
-			if v != nil { // NULL is an empty field, as sqlite3 writes it
-				s[i] = text(v)
-			}
-		}
-		return rw.cw.Write(s)
-	default:
-		// An object per row, its keys in column order; a name that appears
-		// twice (SELECT a.id, b.id) appears twice, as sqlite3's JSON mode
-		// writes it.
-		var b bytes.Buffer
-		b.WriteByte('{')
-		for i, v := range vals {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			k, _ := json.Marshal(rw.cols[i])
-			val, err := jsonValue(v)
-			if err != nil {
-				return fmt.Errorf("column %s: %w", rw.cols[i], err)
-			}
-			b.Write(k)
-			b.WriteByte(':')
-			b.Write(val)
-		}
-		b.WriteByte('}')
-		sep := ",\n"
-		if rw.first {
-			sep, rw.first = "\n", false
-		}
-		_, err := fmt.Fprintf(rw.w, "%s%s", sep, b.Bytes())
-		return err
-	}
-}
-
-func (rw *rowWriter) close() error {
-	switch rw.format {
-	case "table":
-		return rw.tw.Flush()
-	case "csv":
-		rw.cw.Flush()
-		return rw.cw.Error()
-	default:
-		_, err := io.WriteString(rw.w, "\n]\n")
-		return err
-	}
 }
