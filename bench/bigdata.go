@@ -22,6 +22,7 @@ import (
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/shellquote"
 	"github.com/dustin/go-humanize"
+	"github.com/dustin/go-humanize/english"
 )
 
 const bigdataDB = "bigdata"
@@ -297,8 +298,8 @@ func (rig *bigdataRig) measure(ctx context.Context, r *Runner, clients []int, lo
 			}
 			base := float64(mr.io.Syscr) / float64(max(1, mr.stats.Count))
 			d := ur.tiers["disk"] + ur.tiers["partial"]
-			r.Logf("bigdata: run %d/%d %3d clients: %s ops/s, avg %s µs, p99 %s µs; %.2f disk reads per disk-served read; %s",
-				run, cfg.Runs, c, fmtRate(ur.stats.Throughput), fmtUS(us(ur.stats.Mean)), fmtUS(us(ur.stats.P99)),
+			r.Logf("bigdata: run %d/%d %3d %s: %s ops/s, avg %s µs, p99 %s µs; %.2f disk reads per disk-served read; %s",
+				run, cfg.Runs, c, english.PluralWord(c, "client", ""), fmtRate(ur.stats.Throughput), fmtUS(us(ur.stats.Mean)), fmtUS(us(ur.stats.P99)),
 				(float64(ur.io.Syscr)-base*float64(ur.stats.Count))/math.Max(d, 1), ur.tiers)
 			if exited, werr := svc.exited(); exited {
 				return nil, fmt.Errorf("the service exited (%v):\n%s", werr, svc.tail(20))

@@ -29,6 +29,7 @@ import (
 	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/dustin/go-humanize"
+	"github.com/dustin/go-humanize/english"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -679,7 +680,7 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 						return nil, ctx.Err()
 					}
 					m.failed[k] = err
-					rep.Notef("%s %s with %d clients failed in run %d: %v", cs, p.name, c, run, err)
+					rep.Notef("%s %s with %d %s failed in run %d: %v", cs, p.name, c, english.PluralWord(c, "client", ""), run, err)
 					continue
 				}
 				io1, ioErr1 := readProcIO("self")
@@ -708,7 +709,7 @@ func measureChunks(ctx context.Context, r *Runner, rig *chunksRig, paths []chunk
 				if c == clients[0] {
 					rep.Samples(cs, p.name, c, s.Lat)
 				}
-				r.Logf("chunks %s: run %d/%d %-15s %2d clients: p50 %s µs, p99 %s µs, %s ops/s", cs, run, cfg.Runs, p.name, c,
+				r.Logf("chunks %s: run %d/%d %-15s %2d %s: p50 %s µs, p99 %s µs, %s ops/s", cs, run, cfg.Runs, p.name, c, english.PluralWord(c, "client", ""),
 					fmtUS(us(st.P50)), fmtUS(us(st.P99)), fmtRate(st.Throughput))
 			}
 		}
@@ -1007,7 +1008,7 @@ func (m *chunkRuns) whereCPUGoes(b *strings.Builder, c int) {
 	if !ok {
 		return
 	}
-	fmt.Fprintf(b, "\nWhere the CPU goes at %d clients (the cores are busy, so throughput is about the cores' time over a request's CPU, clients included): ", c)
+	fmt.Fprintf(b, "\nWhere the CPU goes at %d %s (the cores are busy, so throughput is about the cores' time over a request's CPU, clients included): ", c, english.PluralWord(c, "client", ""))
 	ng, _ := server("nginx-cache")
 	fmt.Fprintf(b, "nginx spends %.1f µs a request, its clients %.1f", ng, clients)
 	if v, ok := server("nginx-same-size"); ok {

@@ -20,6 +20,7 @@ import (
 	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/store"
 	"github.com/dustin/go-humanize"
+	"github.com/dustin/go-humanize/english"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -114,7 +115,7 @@ func measureClone(ctx context.Context, r *Runner, rig *cloneRig) (*cloneRuns, er
 	cs := caseName(rig)
 	for run := 1; run <= r.Config.Runs; run++ {
 		for _, n := range rig.clients {
-			r.Logf("clone: run %d/%d, %d clients", run, r.Config.Runs, n)
+			r.Logf("clone: run %d/%d, %d %s", run, r.Config.Runs, n, english.PluralWord(n, "client", ""))
 			if err := measureCloneRun(ctx, r, rig, runs, cs, n); err != nil {
 				return runs, err
 			}
@@ -286,7 +287,7 @@ func reportClone(r *Runner, rig *cloneRig, runs *cloneRuns) {
 			rep.Metric(cs, path, n, "manifest_reads_per_clone", mn)
 			fmt.Fprintf(&b, "| %s | %d | %s | %.2f | %.1f | %.1f |\n", path, n, humanize.IBytes(uint64(by)), by/float64(rig.ds.StoredBytes), rq, mn)
 			if path == pathWarm && by > 0 {
-				rep.Notef("Warm clones read table-file bytes from the store (%s per clone with %d clients): the cache did not hold every file.", humanize.IBytes(uint64(by)), n)
+				rep.Notef("Warm clones read table-file bytes from the store (%s per clone with %d %s): the cache did not hold every file.", humanize.IBytes(uint64(by)), n, english.PluralWord(n, "client", ""))
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dustin/go-humanize/english"
+
 	"github.com/chunkd/chunkd/api"
 )
 
@@ -126,8 +128,8 @@ func (s Stats) Sub(prev Stats) Stats {
 // String summarizes the stats on one line, for logs and the CLI.
 func (s Stats) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "memory %d chunks %s of %d lookups", s.Memory.Chunks, size(s.Memory.Bytes), s.Memory.Requests)
-	fmt.Fprintf(&b, "; service %d chunks %s in %d requests, %v", s.Service.Chunks, size(s.Service.Bytes), s.Service.Requests, s.Service.Time.Round(time.Microsecond))
+	fmt.Fprintf(&b, "memory %s %s of %s", count(s.Memory.Chunks, "chunk"), size(s.Memory.Bytes), count(s.Memory.Requests, "lookup"))
+	fmt.Fprintf(&b, "; service %s %s in %s, %v", count(s.Service.Chunks, "chunk"), size(s.Service.Bytes), count(s.Service.Requests, "request"), s.Service.Time.Round(time.Microsecond))
 	if t := s.ServiceTiers; t != (ServiceTiers{}) {
 		fmt.Fprintf(&b, " (memory %d, disk %d, partial %d, store %d", t.Memory, t.Disk, t.Partial, t.Store)
 		if t.Other != 0 {
@@ -135,7 +137,7 @@ func (s Stats) String() string {
 		}
 		b.WriteString(")")
 	}
-	fmt.Fprintf(&b, "; store %d chunks %s in %d reads (%s read), %v", s.Store.Chunks, size(s.Store.Bytes), s.Store.Requests, size(s.StoreReadBytes), s.Store.Time.Round(time.Microsecond))
+	fmt.Fprintf(&b, "; store %s %s in %s (%s read), %v", count(s.Store.Chunks, "chunk"), size(s.Store.Bytes), count(s.Store.Requests, "read"), size(s.StoreReadBytes), s.Store.Time.Round(time.Microsecond))
 	for _, x := range []struct {
 		name string
 		n    int64
@@ -159,6 +161,11 @@ func (s Stats) String() string {
 		}
 	}
 	return b.String()
+}
+
+// count writes n and noun, singular for one: "1 chunk", "2 chunks".
+func count(n int64, noun string) string {
+	return fmt.Sprintf("%d %s", n, english.PluralWord(int(n), noun, ""))
 }
 
 // size formats a byte count.

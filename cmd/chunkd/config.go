@@ -29,10 +29,33 @@ func envName(name string) string {
 // are themselves read only from the command line (and CHUNKD_CONFIG).
 var configFlags = map[string]bool{"config": true, "print-config": true}
 
+// otherVariables are the CHUNKD_ variables that are no setting of serve
+// but are read elsewhere: by every command, the client, the loadable
+// extension, the benchmarks and the tests. serve warns of any other
+// CHUNKD_ variable in its environment, which would otherwise be ignored
+// silently (a misspelt CHUNKD_CACHEDIR).
+var otherVariables = map[string]bool{
+	"CHUNKD_TOKEN":              true, // the client's bearer token (sql, status, the extension)
+	"CHUNKD_CPUPROFILE":         true, // every command: write a CPU profile
+	"CHUNKD_LEAN_HTTP":          true, // the client's HTTP path, for A/B measurements
+	"CHUNKD_SERVICE":            true, // the extension: service=
+	"CHUNKD_CA":                 true, // the extension: ca=
+	"CHUNKD_LOG_LEVEL":          true, // the extension's logging
+	"CHUNKD_MINIO":              true, // tests: the MinIO binary
+	"CHUNKD_REQUIRE_S3":         true, // tests: fail rather than skip without MinIO
+	"CHUNKD_DOLT":               true, // tests: the dolt binary
+	"CHUNKD_SOAK":               true, // tests: the soak's length
+	"CHUNKD_BENCH_SENTENCES":    true, // benchmarks' data size
+	"CHUNKD_BENCH_BARE_SERVER":  true, // benchmarks: a bare server to compare with
+	"CHUNKD_KILLED_WRITER":      true, // tests: the process is a writer a test kills
+	"CHUNKD_FOLDER_TEST_WRITER": true, // tests: likewise, for the folder store
+}
+
 // layered records where each flag's value came from.
 type layered struct {
 	file   string            // the config file, "" without one
 	source map[string]string // flag name: "flag", "env NAME", "file", "default"
+	unused []string          // CHUNKD_ variables that set nothing (unusedVariables)
 }
 
 // applyLayers fills every flag of fs not given on the command line from
@@ -73,7 +96,39 @@ func applyLayers(fs *flag.FlagSet, configFile string) (*layered, error) {
 		}
 		l.source[f.Name] = "default"
 	})
+	l.unused = unusedVariables(fs)
 	return l, err
+}
+
+// unusedVariables lists the CHUNKD_ variables of the environment that
+// set nothing: they name no flag of fs that the environment may set, nor
+// one of otherVariables. Each is "NAME: why".
+func unusedVariables(fs *flag.FlagSet) []string {
+	settings := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { settings[envName(f.Name)] = f.Name })
+	var unused []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "CHUNKD_") || otherVariables[name] {
+			continue
+		}
+		switch flagName, ok := settings[name]; {
+		case !ok:
+			unused = append(unused, name+": it names no setting (a setting's variable is CHUNKD_ and its flag's name in capitals, - as _)")
+		case configFlags[flagName] && flagName != "config":
+			unused = append(unused, name+": --"+flagName+" is read from the command line only")
+		}
+	}
+	sort.Strings(unused)
+	return unused
+}
+
+// warn logs the CHUNKD_ variables that set nothing.
+func (l *layered) warn(log *slog.Logger) {
+	for _, u := range l.unused {
+		name, why, _ := strings.Cut(u, ": ")
+		log.Warn("ignored the environment variable "+name+": "+why, "variable", name)
+	}
 }
 
 // readConfigFile reads a YAML mapping of flag names to scalar values.
@@ -81,11 +136,11 @@ func applyLayers(fs *flag.FlagSet, configFile string) (*layered, error) {
 func readConfigFile(fs *flag.FlagSet, path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
+		return nil, usagef("config file: %v", err)
 	}
 	var raw map[string]yaml.Node
 	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, usagef("config file %s: %v", path, err)
 	}
 	out := map[string]string{}
 	for k, node := range raw {
@@ -97,10 +152,10 @@ func readConfigFile(fs *flag.FlagSet, path string) (map[string]string, error) {
 					known = append(known, f.Name)
 				}
 			})
-			return nil, fmt.Errorf("config file %s:%d: unknown setting %q (known: %s)", path, node.Line, k, strings.Join(known, ", "))
+			return nil, usagef("config file %s:%d: unknown setting %q (known: %s)", path, node.Line, k, strings.Join(known, ", "))
 		}
 		if node.Kind != yaml.ScalarNode {
-			return nil, fmt.Errorf("config file %s:%d: %s: want a single value, not a list or a mapping", path, node.Line, k)
+			return nil, usagef("config file %s:%d: %s: want a single value, not a list or a mapping", path, node.Line, k)
 		}
 		if node.Tag == "!!null" {
 			out[name] = ""

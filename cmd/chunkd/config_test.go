@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,7 +45,7 @@ func TestServeConfigLayers(t *testing.T) {
 	var env []string
 	var file strings.Builder
 	for name, v := range defaults {
-		if sources[name] != "default" {
+		if !strings.HasPrefix(sources[name], "default") {
 			t.Errorf("%s: source %q with nothing set", name, sources[name])
 		}
 		env = append(env, envName(name)+"="+v)
@@ -105,10 +106,87 @@ func TestServeConfigErrors(t *testing.T) {
 		{[]string{"CHUNKD_DOWNLOADS=many"}, nil, `CHUNKD_DOWNLOADS="many"`},
 		{nil, []string{"--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml: no such file"},
 	} {
+		// Every config error exits 2, as a bad flag does.
 		_, errOut, err := chunkdEnv(t, tc.env, append([]string{"serve", "--print-config"}, tc.args...)...)
-		if err == nil || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v %v: %v %q, want an error with %q", tc.env, tc.args, err, errOut, tc.want)
+		if exitCode(t, err) != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v %v: %v %q, want exit status 2 and an error with %q", tc.env, tc.args, err, errOut, tc.want)
 		}
+	}
+}
+
+// TestServeUnusedVariables: a CHUNKD_ variable that sets nothing is
+// warned about (as an unknown key of the config file is refused), not
+// ignored in silence; one that other parts of chunkd read is not.
+func TestServeUnusedVariables(t *testing.T) {
+	_, errOut, err := chunkdEnv(t, []string{"CHUNKD_CACHEDIR=/x", "CHUNKD_PRINT_CONFIG=true", "CHUNKD_TOKEN=t", "CHUNKD_MEM=1GiB"}, "serve", "--print-config")
+	if err != nil {
+		t.Fatal(err, errOut)
+	}
+	for _, want := range []string{
+		"ignored the environment variable CHUNKD_CACHEDIR: it names no setting",
+		"ignored the environment variable CHUNKD_PRINT_CONFIG: --print-config is read from the command line only",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("no warning %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "variable CHUNKD_TOKEN") || strings.Contains(errOut, "variable CHUNKD_MEM") {
+		t.Errorf("a warning about a variable in use:\n%s", errOut)
+	}
+}
+
+// TestKnownVariables: every CHUNKD_ variable the project's code, scripts
+// and docs name is a setting of serve or one of otherVariables, so that
+// serve warns of none of them.
+func TestKnownVariables(t *testing.T) {
+	settings := map[string]bool{"CHUNKD_CONFIG": true}
+	values, _ := printConfig(t, nil)
+	for name := range values {
+		settings[envName(name)] = true
+	}
+	wrong := map[string]bool{"CHUNKD_CACHEDIR": true, "CHUNKD_PRINT_CONFIG": true} // the wrong ones of TestServeUnusedVariables
+	name := regexp.MustCompile(`CHUNKD_[A-Z][A-Z0-9_]*[A-Z0-9]`)
+	found := 0
+	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != "../.." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !slices.Contains([]string{".go", ".md", ".sh", ".c", ".yaml", ".service", ""}, filepath.Ext(path)) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, v := range name.FindAllString(string(b), -1) {
+			if strings.HasPrefix(v, "CHUNKD_SQLITE") || wrong[v] { // C macros of the VFS shim, the manifest's format name
+				continue
+			}
+			found++
+			if !settings[v] && !otherVariables[v] {
+				t.Errorf("%s names %s, which serve would warn of: add it to otherVariables (config.go)", path, v)
+			}
+		}
+		return nil
+	})
+	if err != nil || found < 20 {
+		t.Fatalf("%d names found: %v", found, err)
+	}
+}
+
+// TestPrintConfigImages: --print-config prints the value of --images in
+// force, half of --disk by default, not 0.
+func TestPrintConfigImages(t *testing.T) {
+	values, sources := printConfig(t, nil, "--disk", "8GiB")
+	if values["images"] != "4.0 GiB" || sources["images"] != "default (half of --disk)" {
+		t.Errorf("images: %q from %q", values["images"], sources["images"])
+	}
+	values, sources = printConfig(t, []string{"CHUNKD_IMAGES=1GiB"})
+	if values["images"] != "1.0 GiB" || sources["images"] != "env CHUNKD_IMAGES" {
+		t.Errorf("images: %q from %q", values["images"], sources["images"])
 	}
 }
 

@@ -161,7 +161,7 @@ func demoRuns(ctx context.Context, say func(string, ...any), file, storeURL, ser
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		results = append(results, demoResult{path, took, rows, stats})
-		say("%-28s %9v  %d rows", path, took.Round(time.Millisecond), rows)
+		say("%-28s %9v  %s", path, took.Round(time.Millisecond), count(int64(rows), "row"))
 		return nil
 	}
 	tiers := func(service, serviceDir string) func() (*openDB, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,6 +211,10 @@ func TestSQLStatementsAndFormats(t *testing.T) {
 	if !strings.Contains(out, "a\n1\n\nb") {
 		t.Errorf("table:\n%s", out)
 	}
+	// A count of one is singular.
+	if _, errOut, err := chunkd(t, "sql", "--file", file, "-q", "SELECT 1"); err != nil || !strings.HasPrefix(errOut, "1 row in ") {
+		t.Errorf("summary of one row: %v %q", err, errOut)
+	}
 	_, errOut, err := chunkd(t, "sql", "--file", file, "-q", "SELECT 1; SELECT nosuch FROM sentences")
 	if err == nil || !strings.Contains(errOut, "statement 2 of 2") {
 		t.Errorf("failing second statement: %v %q", err, errOut)
@@ -283,4 +289,138 @@ func TestSQLCSVAsSQLite3(t *testing.T) {
 	if want, _ := exec.Command("sqlite3", "-csv", file, q).Output(); !strings.HasPrefix(string(want), "0.3,") {
 		t.Errorf("sqlite3 -csv %s: %q", q, want)
 	}
+}
+
+// TestClientTimeoutCoversHeaders: with --client-timeout below 10 s, a
+// connection that sends nothing, half a request line, or a request head a
+// byte at a time is cut near the client timeout (docs/service.md: the
+// client has --client-timeout to send a request), not at 10 s.
+func TestClientTimeoutCoversHeaders(t *testing.T) {
+	svc := startService(t, t.TempDir(), t.TempDir(), "--client-timeout", "1s")
+	host := strings.TrimPrefix(svc.http, "http://")
+	trickle := func(c net.Conn) {
+		head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 200)
+		for i := range len(head) {
+			if _, err := c.Write([]byte{head[i]}); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	cases := map[string]func(net.Conn){
+		"idle":                 func(net.Conn) {},
+		"partial request line": func(c net.Conn) { c.Write([]byte("GET /v1/db")) },
+		"head trickled":        trickle,
+	}
+	type result struct {
+		name string
+		took time.Duration
+		err  error
+	}
+	results := make(chan result, len(cases))
+	for name, send := range cases {
+		go func() {
+			c, err := net.Dial("tcp", host)
+			if err != nil {
+				results <- result{name, 0, err}
+				return
+			}
+			defer c.Close()
+			start := time.Now()
+			go send(c)
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_, err = io.Copy(io.Discard, c) // until the service closes it
+			results <- result{name, time.Since(start), err}
+		}()
+	}
+	for range cases {
+		r := <-results
+		if r.err != nil || r.took < 500*time.Millisecond || r.took > 6*time.Second {
+			t.Errorf("%s: cut after %v (%v); want about the client timeout, 1s", r.name, r.took.Round(time.Millisecond), r.err)
+		}
+	}
+}
+
+// watch is a writer that keeps what is written to it (its first 64 KiB)
+// and closes seen once that holds lines lines.
+type watch struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	lines int
+	seen  chan struct{}
+}
+
+func newWatch(lines int) *watch { return &watch{lines: lines, seen: make(chan struct{})} }
+
+func (w *watch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() < 64<<10 {
+		w.b.Write(p)
+	}
+	if w.lines > 0 && bytes.Count(w.b.Bytes(), []byte("\n")) >= w.lines {
+		close(w.seen)
+		w.lines = 0
+	}
+	return len(p), nil
+}
+
+func (w *watch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestInterruptExits130: Ctrl-C stops sql and import with exit status 130
+// (128 + SIGINT, as a shell reports it) and says "interrupted", not
+// "context canceled". The endless query also shows that the table format
+// prints rows while the query runs: it never ends, yet rows come.
+func TestInterruptExits130(t *testing.T) {
+	file, storeDir := smallDB(t)
+	// interrupt runs cmd until seen is closed, then sends it SIGINT.
+	interrupt := func(t *testing.T, cmd *exec.Cmd, seen <-chan struct{}, errOut fmt.Stringer) {
+		t.Helper()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-seen:
+		case <-time.After(2 * time.Minute):
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%s printed nothing in 2 minutes: %s", cmd.Args[1], errOut)
+		}
+		cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		if code := exitCode(t, err); code != 130 {
+			t.Errorf("%s interrupted: exit status %d, want 130\n%s", cmd.Args[1], code, errOut)
+		}
+		if s := errOut.String(); !strings.Contains(s, "chunkd "+cmd.Args[1]+": interrupted") || strings.Contains(s, "context canceled") {
+			t.Errorf("%s interrupted: stderr %q", cmd.Args[1], s)
+		}
+	}
+
+	t.Run("sql", func(t *testing.T) {
+		cmd := exec.Command(binary, "sql", "--file", file, "-q", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x, 'row' AS what FROM c")
+		out, errOut := newWatch(3), newWatch(0)
+		cmd.Stdout, cmd.Stderr = out, errOut
+		interrupt(t, cmd, out.seen, errOut)
+		lines := strings.Split(out.String(), "\n")
+		if strings.Join(strings.Fields(lines[0]), " ") != "x what" || strings.Join(strings.Fields(lines[2]), " ") != "2 row" {
+			t.Errorf("the rows printed: %q", lines[:3])
+		}
+	})
+
+	t.Run("import", func(t *testing.T) {
+		// A store with a 2 s round trip: the import is still running when
+		// its first progress line comes.
+		cmd := exec.Command(binary, "import", "--store", storeDir+"?latency=2s", "--db", "s", file)
+		errOut := newWatch(1)
+		cmd.Stderr = errOut
+		interrupt(t, cmd, errOut.seen, errOut)
+		// The database reads as before: one version.
+		if log := mustChunkd(t, "log", "--store", storeDir, "--db", "s"); strings.Count(log, "version ") != 1 {
+			t.Errorf("after the interrupted import:\n%s", log)
+		}
+	})
 }

@@ -47,7 +47,7 @@ func (c *importCommand) Run(ctx context.Context, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "imported %s as database %q in %s, version %s (parent %s)\n", fs.Arg(0), d.db, store.Redact(st.String()), res.Root, rootText(res.Parent))
-	fmt.Fprintf(c.stdout, "  %d pages of %d bytes, %d distinct chunks, %d new\n", res.Pages, res.PageSize, res.Chunks, res.NewChunks)
+	fmt.Fprintf(c.stdout, "  %s of %d bytes, %s, %d new\n", count(res.Pages, "page"), res.PageSize, count(int64(res.Chunks), "distinct chunk"), res.NewChunks)
 	if res.TableFile != "" {
 		fmt.Fprintf(c.stdout, "  new table file %s: %d bytes\n", res.TableFile, res.TableBytes)
 	}

@@ -85,7 +85,7 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	pprof.StopCPUProfile()
@@ -111,23 +111,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		start := time.Now()
 		err := c.Run(ctx, args[1:])
 		var ue usageError
+		var sig interrupted
 		switch {
 		case err == nil:
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.As(context.Cause(ctx), &sig):
+			// Whatever the command failed with, a signal stopped it.
+			failed(stderr, c.Name(), "interrupted", "", "signal", sig.String())
+			return 128 + int(sig.Signal)
 		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "chunkd %s: %s\nRun 'chunkd %s -h' for usage.\n", c.Name(), ue.msg, c.Name())
+			failed(stderr, c.Name(), ue.msg, "\nRun 'chunkd "+c.Name()+" -h' for usage.", "hint", "chunkd "+c.Name()+" -h")
 			return 2
 		case errors.Is(err, errExit1):
 			return 1
 		case errors.Is(err, store.ErrUnreachable):
 			// The store's own message names the deadline of the one
 			// request that failed; say how long the command waited in all.
-			fmt.Fprintf(stderr, "chunkd %s: %v (gave up after %v)\n", c.Name(), err, time.Since(start).Round(100*time.Millisecond))
+			took := time.Since(start).Round(100 * time.Millisecond)
+			failed(stderr, c.Name(), err.Error(), fmt.Sprintf(" (gave up after %v)", took), "gave_up_after", took)
 			return 1
 		default:
-			fmt.Fprintf(stderr, "chunkd %s: %v\n", c.Name(), err)
+			failed(stderr, c.Name(), err.Error(), "")
 			return 1
 		}
 	}
@@ -142,6 +148,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // errExit1 makes a command exit 1 after it has printed its own message.
 var errExit1 = errors.New("exit 1")
+
+// failed reports why a command failed: a line "chunkd NAME: MSG" and
+// more on stderr, or with --log-format json an error record with the
+// command's name and the attributes given.
+func failed(stderr io.Writer, name, msg, more string, attrs ...any) {
+	if jsonLogs() {
+		slog.Error(msg, append([]any{"command", name}, attrs...)...)
+		return
+	}
+	fmt.Fprintf(stderr, "chunkd %s: %s%s\n", name, msg, more)
+}
+
+// interrupted is the cause of the context a signal ends. A command it
+// stopped exits 128 and the signal's number, as a shell reports a process
+// a signal killed: 130 for Ctrl-C.
+type interrupted struct{ syscall.Signal }
+
+func (e interrupted) Error() string { return e.Signal.String() + " signal received" }
+
+// Is makes it a context.Canceled, as the cause of a canceled context is.
+func (e interrupted) Is(target error) bool { return target == context.Canceled }
+
+// signalContext returns a context that SIGINT or SIGTERM cancels, its
+// cause an interrupted, and the function that stops listening.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(interrupted{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		signal.Stop(ch)
+	}
+}
 
 func printUsage(w io.Writer, cmds []command) {
 	fmt.Fprintln(w, "chunkd: a read cache for databases in object storage")
@@ -182,7 +228,7 @@ func setupLogging(fs *flag.FlagSet) error {
 	if err := lv.UnmarshalText([]byte(level.Value.String())); err != nil {
 		return usagef("--log-level must be debug, info, warn or error, not %q", level.Value.String())
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText}
 	var h slog.Handler
 	switch format.Value.String() {
 	case "text":
@@ -194,6 +240,23 @@ func setupLogging(fs *flag.FlagSet) error {
 	}
 	slog.SetDefault(slog.New(h))
 	return nil
+}
+
+// durationText writes a duration as text logs do, "took":"3ms", where
+// JSON logs would write bare nanoseconds.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// jsonLogs reports whether the logger in force writes JSON
+// (--log-format json): then a command's summary and errors are log
+// records too.
+func jsonLogs() bool {
+	_, ok := slog.Default().Handler().(*slog.JSONHandler)
+	return ok
 }
 
 // parseFlags parses args, flags and positional arguments in any order

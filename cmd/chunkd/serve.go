@@ -70,6 +70,11 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err := setupLogging(fs); err != nil { // --log-* may have come from the environment or the file
 		return err
 	}
+	layers.warn(slog.Default())
+	if images == 0 { // the default: half of --disk, as service.Config takes 0
+		images = disk / 2
+		layers.source["images"] += " (half of --disk)"
+	}
 	if *printConfig {
 		return layers.print(c.stdout, fs, "serve")
 	}

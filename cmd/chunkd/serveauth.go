@@ -58,10 +58,16 @@ func (f *secureFlags) setup(log *slog.Logger) (*tls.Config, *auth.Guard, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if st, err := os.Stat(f.authTokens); err == nil && st.Mode().Perm()&0o044 != 0 {
-		log.Warn("the token file can be read by other users; chmod 600 it", "file", f.authTokens, "mode", st.Mode().Perm().String())
-	}
+	warnReadable(log, f.authTokens)
 	return tlsCfg, &auth.Guard{Tokens: tokens, MetricsOpen: f.metricsOpen, Logger: log}, nil
+}
+
+// warnReadable warns when the token file can be read by users other than
+// its owner.
+func warnReadable(log *slog.Logger, path string) {
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o044 != 0 {
+		log.Warn("the token file can be read by other users; chmod 600 it", "file", path, "mode", st.Mode().Perm().String())
+	}
 }
 
 // reloadOnHUP re-reads the token file and the TLS certificate and key on
@@ -87,6 +93,7 @@ func reloadOnHUP(f *secureFlags, a *auth.Guard, log *slog.Logger, stop <-chan st
 					log.Error("SIGHUP: the token file did not load; the old tokens stay in force", "err", err)
 				} else {
 					log.Info("SIGHUP: token file re-read", "file", a.Tokens.Path(), "tokens", a.Tokens.Set().Len())
+					warnReadable(log, a.Tokens.Path())
 				}
 			}
 			if f.reloadTLS != nil {

@@ -158,3 +158,37 @@ func TestWarnExposed(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenFileReadableWarned: a token file other users can read is
+// warned about when the service starts and when SIGHUP re-reads it.
+func TestTokenFileReadableWarned(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("tok s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "the token file can be read by other users; chmod 600 it"
+	svc := startService(t, t.TempDir(), t.TempDir(), "--auth-tokens", tokens)
+	if strings.Contains(svc.log(), warning) {
+		t.Fatalf("a warning for a file of mode 600:\n%s", svc.log())
+	}
+	if err := os.Chmod(tokens, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	svc.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(svc.log(), "token file re-read") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload logged:\n%s", svc.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	svc.stop()
+	if !strings.Contains(svc.log(), warning) || !strings.Contains(svc.log(), "mode=-rw-r--r--") {
+		t.Fatalf("no warning after SIGHUP re-read a file of mode 644:\n%s", svc.log())
+	}
+	svc = startService(t, t.TempDir(), t.TempDir(), "--auth-tokens", tokens)
+	svc.stop()
+	if !strings.Contains(svc.log(), warning) {
+		t.Fatalf("no warning at start for a file of mode 644:\n%s", svc.log())
+	}
+}

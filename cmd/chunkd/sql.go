@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/chunkd/chunkd/client"
@@ -79,7 +80,12 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stderr, "%d rows in %v; %s\n", rows, time.Since(start).Round(time.Millisecond), db.stats())
+	took := time.Since(start).Round(time.Millisecond)
+	if jsonLogs() {
+		slog.Info("query done", "rows", rows, "took", took, "tiers", db.stats())
+	} else {
+		fmt.Fprintf(c.stderr, "%s in %v; %s\n", count(int64(rows), "row"), took, db.stats())
+	}
 	return nil
 }
 
@@ -205,6 +211,7 @@ func (d *openDB) runOne(ctx context.Context, q, format string, w io.Writer) (int
 	n := 0
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
+			out.flush()
 			return n, err
 		}
 		if err := out.row(vals); err != nil {
@@ -213,6 +220,7 @@ func (d *openDB) runOne(ctx context.Context, q, format string, w io.Writer) (int
 		n++
 	}
 	if err := rows.Err(); err != nil {
+		out.flush() // the rows that came before it failed (or was interrupted)
 		return n, d.QueryError(err)
 	}
 	return n, out.close()

@@ -19,9 +19,11 @@ import (
 // The output formats of chunkd sql. Each writes a statement's rows as
 // they come: none holds the whole result.
 
-// rowWriter writes one statement's rows: row for each, then close.
+// rowWriter writes one statement's rows: row for each, then close; or,
+// when the statement fails, flush to write out the rows it had.
 type rowWriter interface {
 	row(vals []any) error
+	flush() error
 	close() error
 }
 
@@ -152,6 +154,7 @@ func (t *tableWriter) line(cells []string) {
 	t.w.WriteByte('\n')
 }
 
+func (t *tableWriter) flush() error { return t.printPending() }
 func (t *tableWriter) close() error { return t.printPending() }
 
 // csvWriter writes CSV as sqlite3 -csv does: NULL is an empty field, and
@@ -205,6 +208,7 @@ func (c *csvWriter) row(vals []any) error {
 	return c.w.WriteByte('\n')
 }
 
+func (c *csvWriter) flush() error { return c.w.Flush() }
 func (c *csvWriter) close() error { return c.w.Flush() }
 
 // jsonWriter writes a JSON array of an object per row, its keys in
@@ -256,6 +260,10 @@ func (j *jsonWriter) row(vals []any) error {
 	_, err := j.w.Write(b.Bytes())
 	return err
 }
+
+// flush writes the rows so far without closing the array: the result is
+// not whole.
+func (j *jsonWriter) flush() error { return j.w.Flush() }
 
 func (j *jsonWriter) close() error {
 	j.w.WriteString("\n]\n")

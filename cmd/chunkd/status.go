@@ -138,13 +138,13 @@ func (s *statusClient) show(ctx context.Context, w io.Writer) error {
 		return fmt.Sprintf("%.0f%%", 100*float64(n)/float64(of))
 	}
 	fmt.Fprintf(w, "service   %s (%s)\n", s.base, ready)
-	fmt.Fprintf(w, "memory    %s of %s (%s), %d chunks\n", size(sum.Memory.Used), size(sum.Memory.Budget), pct(sum.Memory.Used, sum.Memory.Budget), sum.Memory.Chunks)
-	fmt.Fprintf(w, "disk      %s of %s (%s), %d files\n", size(sum.Disk.Used), size(sum.Disk.Budget), pct(sum.Disk.Used, sum.Disk.Budget), sum.Disk.Files)
+	fmt.Fprintf(w, "memory    %s of %s (%s), %s\n", size(sum.Memory.Used), size(sum.Memory.Budget), pct(sum.Memory.Used, sum.Memory.Budget), count(int64(sum.Memory.Chunks), "chunk"))
+	fmt.Fprintf(w, "disk      %s of %s (%s), %s\n", size(sum.Disk.Used), size(sum.Disk.Budget), pct(sum.Disk.Used, sum.Disk.Budget), count(int64(sum.Disk.Files), "file"))
 	t := sum.Served
-	fmt.Fprintf(w, "served    %d chunks: memory %s, disk %s, partial %s, store %s; hit ratio %s\n", t.Total(),
+	fmt.Fprintf(w, "served    %s: memory %s, disk %s, partial %s, store %s; hit ratio %s\n", count(int64(t.Total()), "chunk"),
 		pct(t.Memory, t.Total()), pct(t.Disk, t.Total()), pct(t.Partial, t.Total()), pct(t.Store, t.Total()), pct(t.Total()-t.Store, t.Total()))
 	fmt.Fprintf(w, "downloads %d in flight (%s written)\n", sum.Downloads, size(sum.DownloadedBytes))
-	fmt.Fprintf(w, "store     %d ranged reads, %s read in all (downloads included)\n", sum.StoreReads, size(sum.StoreBytes))
+	fmt.Fprintf(w, "store     %s, %s read in all (downloads included)\n", count(int64(sum.StoreReads), "ranged read"), size(sum.StoreBytes))
 	fmt.Fprintln(w)
 	if len(dbs) == 0 {
 		fmt.Fprintln(w, "no databases yet")

@@ -130,9 +130,9 @@ func (c *tablefileCommand) verify(tab *tablefile.Table, path string) error {
 		return err
 	}
 	if bad > 0 {
-		fmt.Fprintf(c.stdout, "%s: %d of %d chunks checked, %d problem(s)\n", path, n, tab.Count(), bad)
+		fmt.Fprintf(c.stdout, "%s: %d of %s checked, %s\n", path, n, count(int64(tab.Count()), "chunk"), count(int64(bad), "problem"))
 		return errExit1
 	}
-	fmt.Fprintf(c.stdout, "%s: ok, %d chunks, format %s\n", path, n, tab.Format())
+	fmt.Fprintf(c.stdout, "%s: ok, %s, format %s\n", path, count(int64(n), "chunk"), tab.Format())
 	return nil
 }
