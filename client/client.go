@@ -33,6 +33,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
@@ -256,6 +257,7 @@ type Client struct {
 	st  *fileTier
 
 	backoff backoff
+	svcErr  atomic.Pointer[error] // the service's last failure; nil once it answers again
 	ctr     counters
 
 	closeOnce sync.Once

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -477,11 +478,15 @@ func (c *Client) serviceBatches(ctx context.Context, as []addr.Addr, fn func(j i
 func (c *Client) serviceDone(ctx context.Context, err error) {
 	if err == nil {
 		c.backoff.succeed()
+		if c.svcErr.Load() != nil {
+			c.svcErr.Store(nil)
+		}
 		return
 	}
 	if ctx.Err() != nil {
 		return // canceled by us (a hedge won) or by the caller: not the service's fault
 	}
+	c.svcErr.Store(&err)
 	c.ctr.svcErrors.Add(1)
 	var se *serviceError
 	if errors.As(err, &se) && se.conn {
@@ -507,6 +512,10 @@ func (c *Client) askStore(ctx context.Context, want []addr.Addr, ks []int, send 
 	var err error
 	if snap == nil {
 		snap, err = c.st.current(ctx)
+	}
+	if p := c.svcErr.Load(); p != nil && errors.Is(err, errNoStore) {
+		// Why the service did not give the chunks: the cause.
+		err = fmt.Errorf("%w; its last request failed: %w", errNoStore, *p)
 	}
 	if err != nil {
 		for _, k := range ks {

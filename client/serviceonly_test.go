@@ -60,13 +60,17 @@ func testServiceOnly(t *testing.T, db *testdb.DB, url, scheme string) {
 	if _, err := c2.Root(ctx); !errors.Is(err, ErrNoDatabase) || !strings.Contains(err.Error(), url) {
 		t.Fatalf("Root of an unknown database: %v", err)
 	}
-	// A service that is not there.
-	c3 := open(t, Options{DB: "db1", Service: scheme + testnet.Refused(t)})
+	// A service that is not there: a read's error says why, also while
+	// the client backs off from it (the second read).
+	refused := testnet.Refused(t)
+	c3 := open(t, Options{DB: "db1", Service: scheme + refused})
 	if _, err := c3.Root(ctx); err == nil {
 		t.Fatal("Root from no service succeeded")
 	}
-	if _, err := c3.Get(ctx, all[0]); err == nil {
-		t.Fatal("Get from no service and no store succeeded")
+	for i := range 2 {
+		if _, err := c3.Get(ctx, all[i]); err == nil || !strings.Contains(err.Error(), refused) {
+			t.Fatalf("Get %d from no service and no store: %v; want an error naming the service's failure", i, err)
+		}
 	}
 	// Neither store nor service.
 	if _, err := Open(ctx, Options{DB: "db1"}); err == nil {

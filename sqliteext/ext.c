@@ -17,7 +17,7 @@ SQLITE_EXTENSION_INIT1
 extern int chunkd_file_handle(sqlite3_file *f, uintptr_t *h);
 
 /* The SQL functions, by the kind goFunc takes. */
-enum { FN_VERSION, FN_ROOT, FN_STATS };
+enum { FN_VERSION, FN_ROOT, FN_STATS, FN_LAST_ERROR };
 
 static void chunkdFunc(sqlite3_context *ctx, int kind) {
 	char *err = 0;
@@ -27,12 +27,17 @@ static void chunkdFunc(sqlite3_context *ctx, int kind) {
 		free(err);
 		return;
 	}
+	if (!out) {
+		sqlite3_result_null(ctx);
+		return;
+	}
 	sqlite3_result_text(ctx, out, -1, free);
 }
 
 static void fnVersion(sqlite3_context *ctx, int argc, sqlite3_value **argv) { chunkdFunc(ctx, FN_VERSION); }
 static void fnRoot(sqlite3_context *ctx, int argc, sqlite3_value **argv) { chunkdFunc(ctx, FN_ROOT); }
 static void fnStats(sqlite3_context *ctx, int argc, sqlite3_value **argv) { chunkdFunc(ctx, FN_STATS); }
+static void fnLastError(sqlite3_context *ctx, int argc, sqlite3_value **argv) { chunkdFunc(ctx, FN_LAST_ERROR); }
 
 /*
  * connInit runs for every connection the host opens from now on (an
@@ -40,7 +45,8 @@ static void fnStats(sqlite3_context *ctx, int argc, sqlite3_value **argv) { chun
  * the chunkd VFS it reports the error the database failed to open with -
  * SQLite then fails the open with this code and "automatic extension
  * loading failed: <message>", which is how a VFS's own message reaches
- * sqlite3_errmsg - or registers the SQL functions.
+ * sqlite3_errmsg - or registers the SQL functions (also when goConnCheck
+ * lets a failed open through: chunkd_last_error() then says why).
  */
 static int connInit(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
 	sqlite3_file *f = 0;
@@ -64,6 +70,9 @@ static int connInit(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pA
 	}
 	if (rc == SQLITE_OK) {
 		rc = sqlite3_create_function_v2(db, "chunkd_stats", 0, flags, (void *)h, fnStats, 0, 0, 0);
+	}
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_create_function_v2(db, "chunkd_last_error", 0, flags, (void *)h, fnLastError, 0, 0, 0);
 	}
 	return rc;
 }

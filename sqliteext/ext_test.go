@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/internal/sqltest"
+	"github.com/chunkd/chunkd/internal/testcerts"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/internal/testnet"
 	"github.com/chunkd/chunkd/service"
@@ -264,16 +266,37 @@ func TestShell(t *testing.T) {
 			if out != "" || !strings.Contains(errOut, c.want) {
 				t.Errorf("%s: stdout %q, stderr %q; want an error with %q", c.name, out, errOut, c.want)
 			}
+			if c.secret() != "" && strings.Contains(out+errOut, c.secret()) {
+				t.Errorf("%s: the shell printed the URI's secret: %q", c.name, errOut)
+			}
 		}
 	})
 }
 
 // errorCase is a URI that must fail, with the SQLite error it must fail
-// with and a part of its message.
+// with and a part of its message. A URI that holds a secret (secret)
+// opens, and its queries fail with an I/O error: chunkd_last_error()
+// holds want then.
 type errorCase struct {
 	name, uri, query string
 	code             string // the SQLite error name
 	want             string // in the message
+}
+
+// secret returns the secret the case's URI holds, its token or its store
+// URL's secret key, or "".
+func (c errorCase) secret() string {
+	u, err := url.Parse(c.uri)
+	if err != nil {
+		panic(err)
+	}
+	if tok := u.Query().Get("token"); tok != "" {
+		return tok
+	}
+	if st, err := url.Parse(u.Query().Get("store")); err == nil {
+		return st.Query().Get("secret_key")
+	}
+	return ""
 }
 
 func errorCases(t testing.TB, f *fixture) []errorCase {
@@ -293,7 +316,9 @@ func errorCases(t testing.TB, f *fixture) []errorCase {
 		{"unknown parameter", uri(dbName, "store="+f.store, "servce=x"), q, "SQLITE_CANTOPEN", `unknown URI parameter "servce"`},
 		{"no service or store", uri(dbName), q, "SQLITE_CANTOPEN", "no service= or store="},
 		{"bad store URL", uri(dbName, "store=gopher://x"), q, "SQLITE_CANTOPEN", `unknown scheme "gopher"`},
-		{"token refused", uri(dbName, "service="+f.tokenService, "token=wrong"), q, "SQLITE_CANTOPEN", "401"},
+		{"token refused", uri(dbName, "service="+f.tokenService, "token=wrong-t0ken"), q, "SQLITE_IOERR_READ", "401"},
+		{"unreachable service, a token", uri(dbName, "service=http://"+refused, "token=t0ken-of-mine"), q, "SQLITE_IOERR_READ", "connection refused"},
+		{"store URL with a secret", uri(dbName, "store=s3://b/p?endpoint=http://"+refused+"&access_key=ak&secret_key=s3cr3t-key&retries=0"), q, "SQLITE_IOERR_READ", refused},
 		{"write", uri(dbName, "store="+f.store), "DELETE FROM sentences", "SQLITE_READONLY", "attempt to write a readonly database"},
 	}
 }
@@ -337,12 +362,14 @@ for name, p in job["paths"].items():
     for th in threads: th.join()
     report["paths"][name] = results
 for c in job["errors"]:
+    conn = None
     try:
         conn = sqlite3.connect(c["uri"], uri=True)
         conn.execute(c["query"]).fetchall()
         report["errors"][c["name"]] = {"code": "none", "message": ""}
     except sqlite3.Error as e:
-        report["errors"][c["name"]] = {"code": getattr(e, "sqlite_errorname", "?"), "message": str(e)}
+        last = conn.execute("SELECT chunkd_last_error()").fetchone()[0] if conn else None
+        report["errors"][c["name"]] = {"code": getattr(e, "sqlite_errorname", "?"), "message": str(e), "last_error": last}
 print(json.dumps(report))
 `
 
@@ -392,8 +419,9 @@ func TestPython(t *testing.T) {
 	var report struct {
 		Paths  map[string][]string `json:"paths"`
 		Errors map[string]struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
+			Code      string  `json:"code"`
+			Message   string  `json:"message"`
+			LastError *string `json:"last_error"`
 		} `json:"errors"`
 	}
 	if err := json.Unmarshal(out, &report); err != nil {
@@ -412,8 +440,19 @@ func TestPython(t *testing.T) {
 	}
 	for _, c := range cases {
 		got := report.Errors[c.name]
-		if got.Code != c.code || !strings.Contains(got.Message, c.want) {
-			t.Errorf("%s: %s %q; want %s with %q", c.name, got.Code, got.Message, c.code, c.want)
+		msg := got.Message
+		if c.secret() != "" { // the open went on; chunkd_last_error() says why
+			if got.LastError == nil || !strings.Contains(got.Message, "disk I/O error") {
+				t.Errorf("%s: %s %q, chunkd_last_error() %v; want disk I/O error, and the cause from chunkd_last_error()", c.name, got.Code, got.Message, got.LastError)
+				continue
+			}
+			msg = *got.LastError
+		}
+		if got.Code != c.code || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %s %q; want %s with %q", c.name, got.Code, msg, c.code, c.want)
+		}
+		if c.secret() != "" && strings.Contains(string(out)+stderr.String(), c.secret()) {
+			t.Errorf("%s: the secret is in python's output", c.name)
 		}
 	}
 }
@@ -429,4 +468,91 @@ func startService(t testing.TB, cfg service.Config) *service.Service {
 	}
 	t.Cleanup(func() { svc.Close() })
 	return svc
+}
+
+// TestServiceDies: when the service dies after the database opened, a
+// query that needs a page fails with SQLite's "disk I/O error", and the
+// cause is readable: one line on stderr when reads begin to fail, and
+// chunkd_last_error() (NULL while reads work). The URI's token is printed
+// nowhere.
+func TestServiceDies(t *testing.T) {
+	needTools(t, "sqlite3")
+	f := newFixture(t, 6000)
+	dead := filepath.Join(t.TempDir(), "dead")
+	target, _ := url.Parse(f.tokenService)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := os.Stat(dead); err == nil { // dead: connections close unanswered
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer svc.Close()
+	script := shellQueries(true, uri(dbName, "service="+svc.URL, "token=s3cret", "mem=0", "timeout=5s"),
+		"SELECT count(*) FROM sentences WHERE SentenceId < 10",
+		"SELECT chunkd_last_error()",
+		".shell touch "+dead,
+		"SELECT sum(length(Text)) FROM sentences",
+		"SELECT sum(TranslationId) FROM translations",
+		"SELECT chunkd_last_error()")
+	script = strings.ReplaceAll(script, ".shell touch "+dead+";", ".shell touch "+dead)
+	out, errOut := shell(t, script)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || lines[1] != "NULL" {
+		t.Fatalf("stdout %q, stderr %q", out, errOut)
+	}
+	if !strings.Contains(lines[2], "cache service "+svc.URL) || !strings.Contains(lines[2], "read page") {
+		t.Errorf("chunkd_last_error() after the service died: %s", lines[2])
+	}
+	if strings.Count(errOut, "disk I/O error (10)") != 2 {
+		t.Errorf("want both queries to fail with disk I/O error: %q", errOut)
+	}
+	if n := strings.Count(errOut, "level=ERROR"); n != 1 || !strings.Contains(errOut, `a read of database \"corpus\" failed`) || !strings.Contains(errOut, svc.URL) {
+		t.Errorf("want one log line naming the cause, got %d: %q", n, errOut)
+	}
+	if strings.Contains(out+errOut, "s3cret") {
+		t.Errorf("the token is in the shell's output: %q %q", out, errOut)
+	}
+}
+
+// TestPrivateCA: ca= (or CHUNKD_CA) names the CA that signs an https
+// service's certificate; without it the system's CAs do not trust it.
+func TestPrivateCA(t *testing.T) {
+	needTools(t, "sqlite3")
+	f := newFixture(t, 2000)
+	certs := testcerts.Make(t)
+	cert, err := tls.LoadX509KeyPair(certs.ServerCert, certs.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(f.service)
+	svc := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
+	svc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	svc.StartTLS()
+	defer svc.Close()
+	q := "SELECT count(*), sum(length(Text)) FROM sentences"
+	want, _ := shell(t, shellQueries(false, "--readonly "+f.v2, q))
+	for _, c := range []struct {
+		name string
+		uri  string
+		env  []string
+	}{
+		{"ca=", uri(dbName, "service="+svc.URL, "ca="+certs.CA), nil},
+		{"CHUNKD_CA", uri(dbName, "service="+svc.URL), []string{"CHUNKD_CA=" + certs.CA}},
+	} {
+		if out, errOut := shell(t, shellQueries(true, c.uri, q), c.env...); errOut != "" || out != want || want == "" {
+			t.Errorf("%s: %q %q, want %q", c.name, out, errOut, want)
+		}
+	}
+	_, errOut := shell(t, shellQueries(true, uri(dbName, "service="+svc.URL), q))
+	if !strings.Contains(errOut, "certificate signed by unknown authority") {
+		t.Errorf("without the CA: %q", errOut)
+	}
+	missing := filepath.Join(t.TempDir(), "nosuch.pem")
+	if _, errOut := shell(t, shellQueries(true, uri(dbName, "service="+svc.URL, "ca="+missing), q)); !strings.Contains(errOut, missing) {
+		t.Errorf("a CA file that is not there: %q", errOut)
+	}
 }

@@ -14,9 +14,9 @@
 //	file:DBNAME?vfs=chunkd&service=http://127.0.0.1:9460
 //	file:DBNAME?vfs=chunkd&store=s3://bucket/prefix%3Fendpoint%3D...
 //
-// with the parameters of Config (or the environment variables it names),
+// with the parameters of config (or the environment variables it names),
 // and connections on it get the SQL functions chunkd_version(),
-// chunkd_root() and chunkd_stats().
+// chunkd_root(), chunkd_stats() and chunkd_last_error().
 //
 // The extension links no SQLite: its VFS (package sqlitevfs, built with
 // the chunkd_ext tag) calls the host's SQLite through the routines the
@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/chunkd/chunkd/sqlitevfs"
 )
@@ -60,6 +61,11 @@ func goConnCheck(h C.uintptr_t, msg **C.char) C.int {
 	if err == nil {
 		return sqliteOK
 	}
+	var de *deferredError
+	if errors.As(err, &de) {
+		logger().Error("chunkd: the database did not open; its URI holds a secret, which a program may print with the error of an open, so the open goes on and its queries fail with \"disk I/O error\" (SELECT chunkd_last_error() gives this error)", "err", de.err)
+		return sqliteOK
+	}
 	*msg = C.CString(err.Error())
 	var oe *openError
 	if errors.As(err, &oe) {
@@ -73,14 +79,30 @@ const (
 	fnVersion = iota
 	fnRoot
 	fnStats
+	fnLastError
 )
 
+// goFunc computes SQL function kind on the database open under h: its
+// text, or NULL with *errOut set for an error, or NULL alone for SQL's
+// NULL.
+//
 //export goFunc
 func goFunc(kind C.int, h C.uintptr_t, errOut **C.char) *C.char {
 	v, err := sqlitevfs.Opened(uintptr(h))
+	src, _ := v.(*source)
+	if kind == fnLastError {
+		// The error of the last read that failed, or of the open that
+		// did; NULL for none.
+		switch {
+		case err != nil:
+			return C.CString("chunkd: the database did not open: " + strings.TrimPrefix(err.Error(), "chunkd: "))
+		case src != nil && src.reads.lastError() != nil:
+			return C.CString(src.reads.lastError().Error())
+		}
+		return nil
+	}
 	var out string
 	if err == nil {
-		src, _ := v.(*source)
 		switch {
 		case kind == fnVersion:
 			out = version()

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -37,6 +38,7 @@ type config struct {
 	at      sqlchunks.At  // at=: a version's root or a time; zero for the latest
 	mem     int64         // mem=: the in-process memory tier (default 256MiB; 0 none)
 	token   string        // token= or CHUNKD_TOKEN: the service's bearer token
+	ca      string        // ca= or CHUNKD_CA: PEM file of the CAs that sign an https service's certificate (default: the system's)
 	timeout time.Duration // timeout=: bounds the open, and each read (default 30s)
 }
 
@@ -49,7 +51,7 @@ const (
 // params lists the URI parameters chunkd reads; sqliteParams those SQLite
 // itself reads, which are let through.
 var (
-	params       = []string{"service", "store", "at", "mem", "token", "timeout"}
+	params       = []string{"service", "store", "at", "mem", "token", "ca", "timeout"}
 	sqliteParams = []string{"vfs", "mode", "cache", "immutable", "nolock", "psow", "modeof"}
 )
 
@@ -57,6 +59,58 @@ var (
 type openError struct {
 	code int
 	err  error
+}
+
+// deferredError is the error of an open whose URI holds a secret (a
+// token, or a store URL's key): such an open does not fail, since a host
+// program may print the URI of a failed open (the sqlite3 shell does,
+// token and all). The error is logged instead, and the database's reads
+// fail with it (SQLite's "disk I/O error"); chunkd_last_error() gives it.
+type deferredError struct{ err error }
+
+func (e *deferredError) Error() string { return e.err.Error() }
+func (e *deferredError) Unwrap() error { return e.err }
+
+// secrets returns the secrets a URI's parameters hold: its token, and
+// the password and keys of its store URL.
+func secrets(q url.Values) []string {
+	var out []string
+	if v := q.Get("token"); v != "" {
+		out = append(out, v)
+	}
+	if s := q.Get("store"); len(store.Secrets(s)) > 0 {
+		u, _ := url.Parse(s)
+		if p, ok := u.User.Password(); ok {
+			out = append(out, p)
+		}
+		for _, name := range store.Secrets(s) {
+			if v := u.Query().Get(name); v != "" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// scrubbed is err with every secret in its text replaced by xxxxx, the
+// result code kept.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+func scrub(err error, secrets []string) error {
+	msg := err.Error()
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &scrubbed{msg, err}
 }
 
 func (e *openError) Error() string { return e.err.Error() }
@@ -89,6 +143,7 @@ func parseConfig(name string, q url.Values) (config, error) {
 	c.service = param(q, "service", "CHUNKD_SERVICE")
 	c.store = param(q, "store", "CHUNKD_STORE")
 	c.token = param(q, "token", "CHUNKD_TOKEN")
+	c.ca = param(q, "ca", "CHUNKD_CA")
 	if c.service == "" && c.store == "" {
 		return c, cantOpen("database %q: no service= or store= in its URI, and neither CHUNKD_SERVICE nor CHUNKD_STORE is set", c.db)
 	}
@@ -129,12 +184,62 @@ type source struct {
 	c     *client.Client
 	root  addr.Addr
 	pages *sqlchunks.Pages
+	reads *reads
+}
+
+// reads is what the extension knows of an open database's reads: the last
+// that failed SQLite's, for chunkd_last_error(), and whether they fail
+// now.
+type reads struct {
+	log     *slog.Logger
+	db      string
+	last    atomic.Pointer[error]
+	failing atomic.Bool // a read failed, and none has worked since
+}
+
+// failed is sqlitevfs.Options.ReadFailed: it keeps err, and logs it when
+// reads that worked begin to fail, once until they work again.
+func (r *reads) failed(err error) {
+	r.last.Store(&err)
+	if r.failing.CompareAndSwap(false, true) {
+		r.log.Error(fmt.Sprintf("chunkd: a read of database %q failed, and queries fail with \"disk I/O error\" until reads work again; SELECT chunkd_last_error() gives the latest error", r.db), "err", err)
+	}
+}
+
+// worked notes a read that worked.
+func (r *reads) worked() {
+	if r.failing.Load() {
+		r.failing.Store(false)
+	}
+}
+
+// lastError returns the error of the last read that failed, or nil.
+func (r *reads) lastError() error {
+	if p := r.last.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // open is the VFS's Opener: it opens a client for the database the URI
 // names, and the pages of its version. The whole open is bounded by the
-// timeout; so is each later read (timedReader).
+// timeout; so is each later read (timedReader). An error never holds a
+// secret of the URI; the open of a URI that holds one fails only its
+// reads (deferredError).
 func open(name string, q url.Values) (*sqlitevfs.Image, error) {
+	img, err := openURI(name, q)
+	if err == nil {
+		return img, nil
+	}
+	s := secrets(q)
+	err = scrub(err, s)
+	if len(s) > 0 {
+		err = &deferredError{err}
+	}
+	return nil, err
+}
+
+func openURI(name string, q url.Values) (*sqlitevfs.Image, error) {
 	cfg, err := parseConfig(name, q)
 	if err != nil {
 		return nil, err
@@ -152,7 +257,8 @@ func open(name string, q url.Values) (*sqlitevfs.Image, error) {
 			st.Close()
 		}
 	}
-	c, err := client.Open(ctx, client.Options{Store: st, DB: cfg.db, Service: cfg.service, MemBytes: memOption(cfg.mem), Token: cfg.token, Logger: logger()})
+	log := logger()
+	c, err := client.Open(ctx, client.Options{Store: st, DB: cfg.db, Service: cfg.service, MemBytes: memOption(cfg.mem), Token: cfg.token, CAFile: cfg.ca, Logger: log})
 	if err != nil {
 		closeStore()
 		return nil, cantOpen("%v", err)
@@ -162,7 +268,8 @@ func open(name string, q url.Values) (*sqlitevfs.Image, error) {
 		closeStore()
 		return nil, err
 	}
-	r := timedReader{c, cfg.timeout}
+	rs := &reads{log: log, db: cfg.db}
+	r := timedReader{c, cfg.timeout, rs}
 	root, err := sqlchunks.Resolve(ctx, r, cfg.at)
 	if err == nil && root.IsEmpty() {
 		root, err = sqlchunks.Head(ctx, r)
@@ -178,8 +285,8 @@ func open(name string, q url.Values) (*sqlitevfs.Image, error) {
 	case err != nil:
 		return fail(ioErr("%v", err)) // its page map did not read
 	}
-	src := &source{c: c, root: root, pages: pages}
-	return &sqlitevfs.Image{Pages: pages, Value: src, Close: func() error {
+	src := &source{c: c, root: root, pages: pages, reads: rs}
+	return &sqlitevfs.Image{Pages: pages, Options: &sqlitevfs.Options{ReadFailed: rs.failed}, Value: src, Close: func() error {
 		pages.Close()
 		err := c.Close()
 		closeStore()
@@ -195,34 +302,49 @@ func memOption(n int64) int64 {
 	return n
 }
 
-// logger gets the client's warnings: none unless CHUNKD_LOG_LEVEL
-// (debug, info, warn, error) asks, on stderr: the host's output is not
-// ours to write to.
+// logger logs on stderr (the host's output is not ours to write to) at
+// the level CHUNKD_LOG_LEVEL names (debug, info, warn, error or off),
+// error by default: a line when reads begin to fail, or an open does not
+// fail with its error (deferredError). The client's warnings are at warn.
 func logger() *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(os.Getenv("CHUNKD_LOG_LEVEL"))); err != nil || os.Getenv("CHUNKD_LOG_LEVEL") == "" {
+	name := os.Getenv("CHUNKD_LOG_LEVEL")
+	if name == "off" {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	level := slog.LevelError
+	if name != "" && level.UnmarshalText([]byte(name)) != nil {
+		level = slog.LevelError
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // timedReader is the client, each call bounded by d: a service that
 // stops answering fails a read rather than hang the host program.
+// Reads that work are noted in rs.
 type timedReader struct {
-	c *client.Client
-	d time.Duration
+	c  *client.Client
+	d  time.Duration
+	rs *reads
 }
 
 func (r timedReader) Get(ctx context.Context, a addr.Addr) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.d)
 	defer cancel()
-	return r.c.Get(ctx, a)
+	b, err := r.c.Get(ctx, a)
+	if err == nil {
+		r.rs.worked()
+	}
+	return b, err
 }
 
 func (r timedReader) GetMany(ctx context.Context, as []addr.Addr, fn func(int, []byte) error) error {
 	ctx, cancel := context.WithTimeout(ctx, r.d)
 	defer cancel()
-	return r.c.GetMany(ctx, as, fn)
+	err := r.c.GetMany(ctx, as, fn)
+	if err == nil {
+		r.rs.worked()
+	}
+	return err
 }
 
 func (r timedReader) Root(ctx context.Context) (addr.Addr, error) {

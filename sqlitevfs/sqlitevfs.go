@@ -211,7 +211,12 @@ type registration struct {
 	err   error // why an Opener's image did not open; no pages then
 }
 
-func (r *registration) setErr(err error) { r.lastErr.Store(&err) }
+func (r *registration) setErr(err error) {
+	r.lastErr.Store(&err)
+	if r.opts.ReadFailed != nil {
+		r.opts.ReadFailed(err)
+	}
+}
 
 var (
 	mu       sync.RWMutex
@@ -312,6 +317,10 @@ type Options struct {
 	// all connections to the image, so the reads that follow are memory
 	// copies. 0 means DefaultReadAhead; negative or 1 turns it off.
 	ReadAhead int
+	// ReadFailed, if not nil, is called with the error of every read that
+	// fails SQLite's read (the cause of its "disk I/O error"; what
+	// LastReadError returns next), on the reading thread.
+	ReadFailed func(error)
 }
 
 // readAhead returns the batch size, 0 for none.

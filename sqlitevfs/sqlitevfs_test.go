@@ -288,7 +288,8 @@ func TestReadErrorsSurface(t *testing.T) {
 	for _, panics := range []bool{false, true} {
 		t.Run(fmt.Sprintf("panic=%v", panics), func(t *testing.T) {
 			fp := &failingPages{Pages: filePages(t, path), limit: 1, panic: panics}
-			name, db := register(t, fp, nil)
+			var failed atomic.Pointer[error] // Options.ReadFailed's last
+			name, db := register(t, fp, &Options{ReadFailed: func(err error) { failed.Store(&err) }})
 			var n int
 			if err := db.QueryRow(`SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil || n == 0 {
 				t.Fatalf("schema: %d %v", n, err)
@@ -309,6 +310,9 @@ func TestReadErrorsSurface(t *testing.T) {
 			}
 			if panics && !strings.Contains(last.Error(), "page source exploded") {
 				t.Errorf("LastReadError = %v, want the panic", last)
+			}
+			if p := failed.Load(); p == nil || *p != last {
+				t.Errorf("Options.ReadFailed got %v, want LastReadError's %v", p, last)
 			}
 			// Once the source recovers, the same connection pool works.
 			fp.armed.Store(false)
