@@ -61,6 +61,9 @@ type openError struct {
 	err  error
 }
 
+func (e *openError) Error() string { return e.err.Error() }
+func (e *openError) Unwrap() error { return e.err }
+
 // deferredError is the error of an open whose URI holds a secret (a
 // token, or a store URL's key): such an open does not fail, since a host
 // program may print the URI of a failed open (the sqlite3 shell does,
@@ -112,9 +115,6 @@ func scrub(err error, secrets []string) error {
 	}
 	return &scrubbed{msg, err}
 }
-
-func (e *openError) Error() string { return e.err.Error() }
-func (e *openError) Unwrap() error { return e.err }
 
 // cantOpen and ioErr wrap an open's error with its result code.
 func cantOpen(format string, args ...any) error {
