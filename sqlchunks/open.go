@@ -46,7 +46,11 @@ type Source struct {
 	// ReadTimeout, if positive, bounds each read: a service that stops
 	// answering fails a read rather than hang the program.
 	ReadTimeout time.Duration
-	Logger      *slog.Logger
+	// ReadDone, if not nil, is called after each read of the version's
+	// chunks with its error (nil when it worked): the loadable extension
+	// tells when reads begin to fail, and when they work again.
+	ReadDone func(error)
+	Logger   *slog.Logger
 }
 
 // Opened is a version Open opened: its client and its pages, which a VFS
@@ -73,8 +77,8 @@ func Open(ctx context.Context, src Source) (*Opened, error) {
 		return nil, err
 	}
 	var r ChunkReader = c
-	if src.ReadTimeout > 0 {
-		r = timedReader{c, src.ReadTimeout}
+	if src.ReadTimeout > 0 || src.ReadDone != nil {
+		r = boundReader{c, src.ReadTimeout, src.ReadDone}
 	}
 	if c.LocalDir() != "" { // on the service's host: its page images, no request per page
 		r = WithImages(r, ImagesOf(c.OpenImage, c.OpenVersionImage))
@@ -141,43 +145,65 @@ func OpenVersionPages(ctx context.Context, c ChunkReader, root addr.Addr) (*Page
 	return OpenPages(ctx, c, root)
 }
 
-// timedReader is a client whose every call is bounded by d: a service
-// that stops answering fails a read rather than hang the program.
-type timedReader struct {
-	c *client.Client
-	d time.Duration
+// boundReader is a client whose every call is bounded by d (if
+// positive): a service that stops answering fails a read rather than
+// hang the program; done, if not nil, hears of each read's outcome.
+type boundReader struct {
+	c    *client.Client
+	d    time.Duration
+	done func(error)
 }
 
-func (r timedReader) Get(ctx context.Context, a addr.Addr) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.d)
+// bound returns ctx bounded by the reader's timeout.
+func (r boundReader) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, r.d)
+}
+
+// report tells done of a read's outcome.
+func (r boundReader) report(err error) error {
+	if r.done != nil {
+		r.done(err)
+	}
+	return err
+}
+
+func (r boundReader) Get(ctx context.Context, a addr.Addr) ([]byte, error) {
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	return r.c.Get(ctx, a)
+	b, err := r.c.Get(ctx, a)
+	return b, r.report(err)
 }
 
-func (r timedReader) GetMany(ctx context.Context, as []addr.Addr, fn func(int, []byte) error) error {
-	ctx, cancel := context.WithTimeout(ctx, r.d)
+func (r boundReader) GetMany(ctx context.Context, as []addr.Addr, fn func(int, []byte) error) error {
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	return r.c.GetMany(ctx, as, fn)
+	return r.report(r.c.GetMany(ctx, as, fn))
 }
 
-func (r timedReader) Root(ctx context.Context) (addr.Addr, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.d)
+func (r boundReader) Root(ctx context.Context) (addr.Addr, error) {
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	return r.c.Root(ctx)
 }
 
-func (r timedReader) DB() string { return r.c.DB() }
+func (r boundReader) DB() string { return r.c.DB() }
 
-// ReadOpenSet makes timedReader a SetReader, as the client is. The open
+// ReadOpenSet makes boundReader a SetReader, as the client is. The open
 // set is the open's first try, so it gets at most half of what is left
 // of the open's time: a service that never sends it leaves the other
 // half to open without it (the root chunk and page map as chunks).
-func (r timedReader) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
+func (r boundReader) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
 	d := r.d
-	if deadline, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(deadline)/2)
+	if deadline, ok := ctx.Deadline(); ok && (d <= 0 || time.Until(deadline)/2 < d) {
+		d = time.Until(deadline) / 2
 	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	return r.c.ReadOpenSet(ctx, root, pages)
 }

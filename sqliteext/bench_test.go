@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -33,33 +35,7 @@ import (
 // CHUNKD_BENCH_SENTENCES sentences (default 200000, about 32 MB; the
 // demo's size) and twice as many translations.
 func BenchmarkSeedJoin(b *testing.B) {
-	needTools(b, "sqlite3")
-	ctx := context.Background()
-	dir := b.TempDir()
-	chunkd := filepath.Join(dir, "chunkd")
-	if out, err := exec.Command("go", "build", "-o", chunkd, "../cmd/chunkd").CombinedOutput(); err != nil {
-		b.Fatalf("build chunkd: %v\n%s", err, out)
-	}
-	file := sqltest.BenchCorpus(b, 200000)
-	storeDir := filepath.Join(dir, "store")
-	fs, err := folder.New(storeDir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fs.Close()
-	res, err := sqlchunks.Import(ctx, fs, file, sqlchunks.ImportOptions{DB: dbName, Appendix: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc := startService(b, service.Config{Cache: cache.Config{Store: fs, CacheDir: filepath.Join(dir, "cache")}, Logger: slog.New(slog.DiscardHandler)})
-	c := svc.Cache
-	if _, err := c.GetChunk(ctx, dbName, res.Root); err != nil { // a miss: the service downloads the appendix
-		b.Fatal(err)
-	}
-	if err := c.WaitCached(ctx, dbName, 5*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix }); err != nil {
-		b.Fatal(err)
-	}
-
+	chunkd, _, storeDir, svc := benchSetup(b)
 	query := strings.TrimSuffix(gen.SeedQuery, ";")
 	for _, p := range []struct {
 		name string
@@ -106,6 +82,142 @@ func BenchmarkSeedJoin(b *testing.B) {
 			b.ReportMetric(float64(e)/float64(s), "ext/sql")
 		})
 	}
+}
+
+// benchSetup builds chunkd, generates the data set and imports it into a
+// folder store, and starts a cache service over it with the database's
+// appendix on its disk: the chunkd binary, the SQLite file, the store's
+// directory and the service.
+func benchSetup(b *testing.B) (chunkd, file, storeDir string, svc *service.Service) {
+	needTools(b, "sqlite3")
+	ctx := context.Background()
+	dir := b.TempDir()
+	chunkd = filepath.Join(dir, "chunkd")
+	if out, err := exec.Command("go", "build", "-o", chunkd, "../cmd/chunkd").CombinedOutput(); err != nil {
+		b.Fatalf("build chunkd: %v\n%s", err, out)
+	}
+	file = sqltest.BenchCorpus(b, 200000)
+	storeDir = filepath.Join(dir, "store")
+	fs, err := folder.New(storeDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { fs.Close() })
+	res, err := sqlchunks.Import(ctx, fs, file, sqlchunks.ImportOptions{DB: dbName, Appendix: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc = startService(b, service.Config{Cache: cache.Config{Store: fs, CacheDir: filepath.Join(dir, "cache")}, Logger: slog.New(slog.DiscardHandler)})
+	c := svc.Cache
+	if _, err := c.GetChunk(ctx, dbName, res.Root); err != nil { // a miss: the service downloads the appendix
+		b.Fatal(err)
+	}
+	if err := c.WaitCached(ctx, dbName, 5*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix }); err != nil {
+		b.Fatal(err)
+	}
+
+	return chunkd, file, storeDir, svc
+}
+
+// BenchmarkSameHost runs the seed's join on the service's host through
+// the extension with a URI that names only the service (the client finds
+// the service's directory and reads the version's page image), in the
+// sqlite3 shell and in /usr/bin/python3, each against the same program on
+// the plain local file, alternately, a new process per query. It reports
+// the median wall times and their ratios (shell-ratio, python-ratio: the
+// extension's over the local file's).
+func BenchmarkSameHost(b *testing.B) {
+	needTools(b, "sqlite3", python)
+	_, file, _, svc := benchSetup(b)
+	query := strings.TrimSuffix(gen.SeedQuery, ";")
+	u := uri(dbName, "service="+svc.URL())
+	shellRun := func(open string, load bool) func() (int, error) {
+		script := fmt.Sprintf(".open %s\n.mode list\n%s;\n", open, query)
+		if load {
+			script = ".load " + extPath + "\n" + script
+		}
+		return func() (int, error) {
+			out, err := run(exec.Command("sqlite3", "-batch"), script)
+			return strings.Count(out, "\n"), err
+		}
+	}
+	pyRun := func(open string, load bool) func() (int, error) {
+		src := "import sqlite3, sys\n"
+		if load {
+			src += "l = sqlite3.connect(':memory:'); l.enable_load_extension(True); l.load_extension(sys.argv[2])\n"
+		}
+		src += "c = sqlite3.connect(sys.argv[1], uri=True)\nprint(len(c.execute(sys.argv[3]).fetchall()))\n"
+		return func() (int, error) {
+			out, err := run(exec.Command(python, "-c", src, open, extPath, query), "")
+			var n int
+			fmt.Sscan(out, &n)
+			return n, err
+		}
+	}
+	// A first same-host reader has the service register the version's
+	// page image; the service fills it in the background.
+	if _, err := shellRun(u, true)(); err != nil {
+		b.Fatal(err)
+	}
+	if err := waitImageFilled(svc.Cache.Host().Dir, 5*time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	for _, prog := range []struct {
+		name       string
+		local, ext func() (int, error)
+	}{
+		{"shell", shellRun("file:"+file+"?mode=ro", false), shellRun(u, true)},
+		{"python", pyRun("file:"+file+"?mode=ro", false), pyRun(u, true)},
+	} {
+		b.Run(prog.name, func(b *testing.B) {
+			var localTimes, extTimes []time.Duration
+			want := 0
+			for b.Loop() {
+				for _, side := range []struct {
+					run   func() (int, error)
+					times *[]time.Duration
+				}{{prog.local, &localTimes}, {prog.ext, &extTimes}} {
+					start := time.Now()
+					rows, err := side.run()
+					*side.times = append(*side.times, time.Since(start))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if want == 0 {
+						want = rows
+					}
+					if rows != want || rows == 0 {
+						b.Fatalf("the local file and the extension give %d and %d rows", want, rows)
+					}
+				}
+			}
+			l, e := median(localTimes), median(extTimes)
+			b.ReportMetric(float64(l.Microseconds())/1e3, "local-ms")
+			b.ReportMetric(float64(e.Microseconds())/1e3, "ext-ms")
+			b.ReportMetric(float64(e)/float64(l), prog.name+"-ratio")
+		})
+	}
+}
+
+// waitImageFilled waits until a page image in the cache directory dir has
+// every slot filled.
+func waitImageFilled(dir string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		ms, _ := filepath.Glob(filepath.Join(dir, api.CacheImagesDir, "*.slots"))
+		for _, m := range ms {
+			b, _ := os.ReadFile(m)
+			full := len(b) > 0
+			for i := 0; i+8 <= len(b) && full; i += 8 {
+				full = binary.LittleEndian.Uint64(b[i:])&api.ImageSlotFilled != 0
+			}
+			if full {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("no page image filled in %s after %v", dir, limit)
 }
 
 // run runs cmd with stdin and returns its stdout.

@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	extPath = filepath.Join(dir, "chunkd.so")
+	os.Chmod(dir, 0o755) // another user's shell loads it too (TestSameHostFallback)
 	out, err := exec.Command("../scripts/build-extension", extPath).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scripts/build-extension: %v\n%s", err, out)
@@ -129,7 +130,12 @@ var queries = []string{
 // stderr.
 func shell(t testing.TB, script string, env ...string) (string, string) {
 	t.Helper()
-	cmd := exec.Command("sqlite3", "-batch")
+	return runShell(t, exec.Command("sqlite3", "-batch"), script, env...)
+}
+
+// runShell runs cmd, a shell, on script (see shell).
+func runShell(t testing.TB, cmd *exec.Cmd, script string, env ...string) (string, string) {
+	t.Helper()
 	cmd.Stdin = strings.NewReader(script)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
@@ -186,10 +192,12 @@ func TestShell(t *testing.T) {
 		name, uri, file, root string
 	}{
 		{"service", uri(dbName, "service="+f.service), f.v2, f.root2},
+		{"service, through its API", uri(dbName, "service="+f.service, "dir=none"), f.v2, f.root2},
 		{"store", uri(dbName, "store="+f.store), f.v2, f.root2},
 		{"service and store", uri(dbName, "service="+f.service, "store="+f.store, "mem=16MiB"), f.v2, f.root2},
 		{"store, at the first version", uri(dbName, "store="+f.store, "at="+f.root1), f.v1, f.root1},
-		{"service, at the first version", uri(dbName, "service="+f.service, "at="+f.root1, "mem=0"), f.v1, f.root1},
+		{"service, at the first version", uri(dbName, "service="+f.service, "at="+f.root1, "mem=0", "dir=none"), f.v1, f.root1},
+		{"service, at the first version, same host", uri(dbName, "service="+f.service, "at="+f.root1, "mem=0"), f.v1, f.root1},
 		{"service with a token", uri(dbName, "service="+f.tokenService, "token=s3cret"), f.v2, f.root2},
 		{"store, at a time after the last version", uri(dbName, "store="+f.store, "at=2999-01-01T00:00:00Z"), f.v2, f.root2},
 	}
@@ -211,20 +219,26 @@ func TestShell(t *testing.T) {
 				Service   struct {
 					Requests int64 `json:"requests"`
 				} `json:"service"`
+				ServiceDir string `json:"service_dir"`
+				ImageReads int64  `json:"image_reads"`
 			}
 			if err := json.Unmarshal([]byte(strings.Trim(lines[1], "'")), &stats); err != nil || stats.Root != p.root || stats.DB != dbName || stats.PagesRead == 0 {
 				t.Fatalf("chunkd_stats() = %s: %+v, %v", lines[1], stats, err)
 			}
-			// Through a service, a version opens by its open set: the
-			// root (unless at= names it), then the set, which holds what
-			// the schema reads.
-			if strings.Contains(p.uri, "service=") {
-				want := int64(2)
-				if strings.Contains(p.uri, "at=") {
-					want = 1
+			// Through a service's API, a version opens by its open set, in
+			// one request that names the current root when at= does not,
+			// and holds what the schema reads. On the service's host (the client
+			// finds its directory by itself: these services run here), by
+			// its page image: where the directory is, then the image, and
+			// every page from the image.
+			switch {
+			case strings.Contains(p.uri, "dir=none"):
+				if stats.Service.Requests != 1 || stats.ServiceDir != "" {
+					t.Fatalf("chunkd_stats() = %s: %d service requests, want 1 (the open set), and no service directory", lines[1], stats.Service.Requests)
 				}
-				if stats.Service.Requests != want {
-					t.Fatalf("chunkd_stats() = %s: %d service requests, want %d (the open set)", lines[1], stats.Service.Requests, want)
+			case strings.Contains(p.uri, "service="):
+				if stats.Service.Requests != 2 || stats.ServiceDir == "" || stats.ImageReads == 0 {
+					t.Fatalf("chunkd_stats() = %s: %d service requests (want 2: the directory, the image), directory %q, %d pages from the image", lines[1], stats.Service.Requests, stats.ServiceDir, stats.ImageReads)
 				}
 			}
 		})
@@ -491,7 +505,9 @@ func TestServiceDies(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer svc.Close()
-	script := shellQueries(true, uri(dbName, "service="+svc.URL, "token=s3cret", "mem=0", "timeout=5s"),
+	// Through the service's API (dir=none): on its host the client would
+	// read its page image, which does not die with it.
+	script := shellQueries(true, uri(dbName, "service="+svc.URL, "token=s3cret", "mem=0", "timeout=5s", "dir=none"),
 		"SELECT count(*) FROM sentences WHERE SentenceId < 10",
 		"SELECT chunkd_last_error()",
 		".shell touch "+dead,
@@ -554,5 +570,54 @@ func TestPrivateCA(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nosuch.pem")
 	if _, errOut := shell(t, shellQueries(true, uri(dbName, "service="+svc.URL, "ca="+missing), q)); !strings.Contains(errOut, missing) {
 		t.Errorf("a CA file that is not there: %q", errOut)
+	}
+}
+
+// TestSameHostFallback: a program on the service's host that cannot read
+// the service's cache directory (another user: the directory is the
+// service's own, mode 0700) reads through the service's API instead, with
+// the same results; the service's own user reads the page image.
+func TestSameHostFallback(t *testing.T) {
+	needTools(t, "sqlite3", "runuser")
+	if os.Geteuid() != 0 {
+		t.Skip("running the shell as another user takes root (runuser); this test runs as uid " + fmt.Sprint(os.Geteuid()))
+	}
+	f := newFixture(t, 3000)
+	want, errOut := shell(t, shellQueries(false, "--readonly "+f.v2, queries...))
+	if errOut != "" {
+		t.Fatal(errOut)
+	}
+	u := uri(dbName, "service="+f.service)
+	stats := func(out string) (dir string, images, requests int64) {
+		var st struct {
+			ServiceDir string `json:"service_dir"`
+			ImageReads int64  `json:"image_reads"`
+			Service    struct {
+				Requests int64 `json:"requests"`
+			} `json:"service"`
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if err := json.Unmarshal([]byte(strings.Trim(lines[len(lines)-1], "'")), &st); err != nil {
+			t.Fatalf("chunkd_stats(): %q: %v", out, err)
+		}
+		return st.ServiceDir, st.ImageReads, st.Service.Requests
+	}
+	for _, who := range []string{"root", "nobody"} {
+		cmd := exec.Command("sqlite3", "-batch")
+		if who != "root" {
+			cmd = exec.Command("runuser", "-u", who, "--", "sqlite3", "-batch")
+		}
+		out, errOut := runShell(t, cmd, shellQueries(true, u, append(queries, "SELECT chunkd_stats()")...), "HOME=/tmp")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if errOut != "" || strings.Join(lines[:len(lines)-1], "\n")+"\n" != want {
+			t.Fatalf("as %s: results differ from the file's: %s", who, errOut)
+		}
+		dir, images, requests := stats(out)
+		switch {
+		case who == "root" && (dir == "" || images == 0):
+			t.Errorf("as the service's user: directory %q, %d pages from the image; want the page image", dir, images)
+		case who != "root" && (dir != "" || images != 0 || requests < 2):
+			t.Errorf("as %s: directory %q, %d pages from the image, %d service requests; want every page through the API", who, dir, images, requests)
+		}
 	}
 }

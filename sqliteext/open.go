@@ -39,6 +39,7 @@ type config struct {
 	mem     int64         // mem=: the in-process memory tier (default 256MiB; 0 none)
 	token   string        // token= or CHUNKD_TOKEN: the service's bearer token
 	ca      string        // ca= or CHUNKD_CA: PEM file of the CAs that sign an https service's certificate (default: the system's)
+	dir     string        // dir=: the service's cache directory ("" found by itself on the service's host; "none" never read)
 	timeout time.Duration // timeout=: bounds the open, and each read (default 30s)
 }
 
@@ -51,7 +52,7 @@ const (
 // params lists the URI parameters chunkd reads; sqliteParams those SQLite
 // itself reads, which are let through.
 var (
-	params       = []string{"service", "store", "at", "mem", "token", "ca", "timeout"}
+	params       = []string{"service", "store", "at", "mem", "token", "ca", "dir", "timeout"}
 	sqliteParams = []string{"vfs", "mode", "cache", "immutable", "nolock", "psow", "modeof"}
 )
 
@@ -144,6 +145,7 @@ func parseConfig(name string, q url.Values) (config, error) {
 	c.store = param(q, "store", "CHUNKD_STORE")
 	c.token = param(q, "token", "CHUNKD_TOKEN")
 	c.ca = param(q, "ca", "CHUNKD_CA")
+	c.dir = q.Get("dir")
 	if c.service == "" && c.store == "" {
 		return c, cantOpen("database %q: no service= or store= in its URI, and neither CHUNKD_SERVICE nor CHUNKD_STORE is set", c.db)
 	}
@@ -206,9 +208,10 @@ func (r *reads) failed(err error) {
 	}
 }
 
-// worked notes a read that worked.
-func (r *reads) worked() {
-	if r.failing.Load() {
+// done is sqlchunks.Source.ReadDone: a read that worked ends a run of
+// failures (the next failure is logged again).
+func (r *reads) done(err error) {
+	if err == nil && r.failing.Load() {
 		r.failing.Store(false)
 	}
 }
@@ -258,37 +261,25 @@ func openURI(name string, q url.Values) (*sqlitevfs.Image, error) {
 		}
 	}
 	log := logger()
-	c, err := client.Open(ctx, client.Options{Store: st, DB: cfg.db, Service: cfg.service, MemBytes: memOption(cfg.mem), Token: cfg.token, CAFile: cfg.ca, Logger: log})
-	if err != nil {
+	rs := &reads{log: log, db: cfg.db}
+	// As chunkd sql opens a version (sqlchunks.Open): through a service,
+	// its open set; on the service's host, its page image.
+	v, err := sqlchunks.Open(ctx, sqlchunks.Source{Store: st, DB: cfg.db, Service: cfg.service, ServiceDir: cfg.dir, At: cfg.at,
+		MemBytes: memOption(cfg.mem), Token: cfg.token, CAFile: cfg.ca, ReadTimeout: cfg.timeout, ReadDone: rs.done, Logger: log})
+	switch {
+	case errors.Is(err, sqlchunks.ErrNotRoot), errors.Is(err, client.ErrNotFound), errors.Is(err, sqlchunks.ErrNoVersion), errors.Is(err, sqlchunks.ErrCollected):
+		closeStore()
+		return nil, cantOpen("%v", err) // no such version of a chunkd SQLite database
+	case errors.Is(err, sqlchunks.ErrBadMap), errors.Is(err, client.ErrCorrupt):
+		closeStore()
+		return nil, ioErr("%v", err) // its page map did not read
+	case err != nil:
 		closeStore()
 		return nil, cantOpen("%v", err)
 	}
-	fail := func(err error) (*sqlitevfs.Image, error) {
-		c.Close()
-		closeStore()
-		return nil, err
-	}
-	rs := &reads{log: log, db: cfg.db}
-	r := timedReader{c, cfg.timeout, rs}
-	root, err := sqlchunks.Resolve(ctx, r, cfg.at)
-	if err == nil && root.IsEmpty() {
-		root, err = sqlchunks.Head(ctx, r)
-	}
-	if err != nil {
-		return fail(cantOpen("%v", err))
-	}
-	// From a service, by the version's open set: one request.
-	pages, err := sqlchunks.OpenVersionPages(ctx, r, root)
-	switch {
-	case errors.Is(err, sqlchunks.ErrNotRoot), errors.Is(err, client.ErrNotFound):
-		return fail(cantOpen("%v", err)) // not a version of a chunkd SQLite database
-	case err != nil:
-		return fail(ioErr("%v", err)) // its page map did not read
-	}
-	src := &source{c: c, root: root, pages: pages, reads: rs}
-	return &sqlitevfs.Image{Pages: pages, Options: &sqlitevfs.Options{ReadFailed: rs.failed}, Value: src, Close: func() error {
-		pages.Close()
-		err := c.Close()
+	src := &source{c: v.Client, root: v.Root, pages: v.Pages, reads: rs}
+	return &sqlitevfs.Image{Pages: v.Pages, Options: &sqlitevfs.Options{ReadFailed: rs.failed}, Value: src, Close: func() error {
+		err := v.Close()
 		closeStore()
 		return err
 	}}, nil
@@ -318,57 +309,6 @@ func logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// timedReader is the client, each call bounded by d: a service that
-// stops answering fails a read rather than hang the host program.
-// Reads that work are noted in rs.
-type timedReader struct {
-	c  *client.Client
-	d  time.Duration
-	rs *reads
-}
-
-func (r timedReader) Get(ctx context.Context, a addr.Addr) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.d)
-	defer cancel()
-	b, err := r.c.Get(ctx, a)
-	if err == nil {
-		r.rs.worked()
-	}
-	return b, err
-}
-
-func (r timedReader) GetMany(ctx context.Context, as []addr.Addr, fn func(int, []byte) error) error {
-	ctx, cancel := context.WithTimeout(ctx, r.d)
-	defer cancel()
-	err := r.c.GetMany(ctx, as, fn)
-	if err == nil {
-		r.rs.worked()
-	}
-	return err
-}
-
-func (r timedReader) Root(ctx context.Context) (addr.Addr, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.d)
-	defer cancel()
-	return r.c.Root(ctx)
-}
-
-func (r timedReader) DB() string { return r.c.DB() }
-
-// ReadOpenSet makes timedReader a sqlchunks.SetReader, as the client is.
-// The open set is the open's first try, so it gets at most half of what
-// is left of the open's time: a service that never sends it leaves the
-// other half to open without it (the root chunk and page map as chunks).
-func (r timedReader) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
-	d := r.d
-	if deadline, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(deadline)/2)
-	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return r.c.ReadOpenSet(ctx, root, pages)
-}
-
 // tierJSON is one tier in chunkd_stats().
 type tierJSON struct {
 	Chunks   int64 `json:"chunks"`
@@ -394,7 +334,15 @@ func (s *source) statsJSON(pagesRead int64) (string, error) {
 		NotFound  int64    `json:"not_found"`
 		Hedged    int64    `json:"hedged"`
 		StoreRead int64    `json:"store_read_bytes"`
+		// The service's cache directory, read on its host ("" through
+		// its API only): pages from its page image, chunks from its
+		// verified files (counted in store too).
+		ServiceDir  string `json:"service_dir"`
+		ImageReads  int64  `json:"image_reads"`
+		ImageFills  int64  `json:"image_fills"`
+		LocalChunks int64  `json:"local_chunks"`
 	}{s.c.DB(), s.root.String(), s.pages.PageCount(), s.pages.PageSize(), pagesRead,
-		tier(st.Memory), tier(st.Service), tier(st.Store), st.NotFound, st.Hedged, st.StoreReadBytes})
+		tier(st.Memory), tier(st.Service), tier(st.Store), st.NotFound, st.Hedged, st.StoreReadBytes,
+		s.c.LocalDir(), st.ImageReads, st.ImageFills, st.LocalChunks})
 	return string(b), err
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/sqlchunks"
 )
 
 // serviceAuthFlags are a client command's flags for a service that
@@ -26,6 +27,13 @@ func (f *serviceAuthFlags) apply(o client.Options) client.Options {
 	o.Token = f.bearer()
 	o.CAFile, o.CertFile, o.KeyFile = f.caFile, f.cert, f.key
 	return o
+}
+
+// applySource sets a version source's token and TLS files, as apply does
+// a client's.
+func (f *serviceAuthFlags) applySource(src *sqlchunks.Source) {
+	src.Token = f.bearer()
+	src.CAFile, src.CertFile, src.KeyFile = f.caFile, f.cert, f.key
 }
 
 // bearer is --token, or else $CHUNKD_TOKEN.

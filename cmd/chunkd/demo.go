@@ -172,12 +172,14 @@ func demoRuns(ctx context.Context, say func(string, ...any), file, storeURL, ser
 	for _, step := range []func() error{
 		func() error { return run("local file", func() (*openDB, error) { return openLocalSQLite(file) }) },
 		func() error { return run("object store directly", tiers("", "")) },
-		func() error { return run("cache service, cold", tiers(service, "")) },
+		// Through the service's HTTP API, as a client on another host reads
+		// it (this one would find the service's directory by itself).
+		func() error { return run("cache service, cold", tiers(service, client.NoLocalDir)) },
 		func() error { // the appendix file holds every chunk
 			return c.WaitCached(ctx, demoDB, 10*time.Minute, func(ti api.TableInfo) bool { return ti.Appendix })
 		},
-		func() error { return run("cache service, warm", tiers(service, "")) },
-		func() error { return run("service's files, same host", tiers(service, cacheDir)) },
+		func() error { return run("cache service, warm", tiers(service, client.NoLocalDir)) },
+		func() error { return run("service's files, same host", tiers(service, "")) }, // found by itself
 	} {
 		if err := step(); err != nil {
 			return nil, err

@@ -39,7 +39,7 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&tf.service, "service", "", "cache service: http://127.0.0.1:9460 or grpc://127.0.0.1:9461 (default: none, read the store directly)")
 	tf.mem = sizeFlag(256 << 20)
 	fs.Var(&tf.mem, "mem", "in-process memory cache for chunks")
-	fs.StringVar(&tf.serviceDir, "service-dir", "", "the service's --cache-dir, when it runs on this host: its verified files are read directly")
+	fs.StringVar(&tf.serviceDir, "service-dir", "", "the service's --cache-dir, read directly (page images, verified files); by default found by itself when the service runs on this host; none: never")
 	fs.DurationVar(&tf.serviceTimeout, "service-timeout", 0, "wait this long for the service before also asking the store (default 50ms)")
 	fs.BoolVar(&tf.fresh, "fresh", false, "with --service: have the service check the store's manifest before it gives the root (default: a root at most its --manifest-ttl old)")
 	tf.serviceAuth.add(fs)
@@ -137,28 +137,22 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 		}
 		d.cleanup = append(d.cleanup, func() { st.Close() })
 	}
-	c, err := client.Open(ctx, tf.serviceAuth.apply(client.Options{Store: st, DB: tf.db, Service: tf.service, LocalDir: tf.serviceDir, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout, FreshRoot: tf.fresh}))
+	src := sqlchunks.Source{Store: st, DB: tf.db, Service: tf.service, ServiceDir: tf.serviceDir, At: at,
+		FreshRoot: tf.fresh, MemBytes: int64(tf.mem), ServiceTimeout: tf.serviceTimeout}
+	tf.serviceAuth.applySource(&src)
+	v, err := sqlchunks.Open(ctx, src)
 	if err != nil {
 		d.close()
 		return nil, err
 	}
-	d.cleanup = append(d.cleanup, func() { c.Close() })
-	d.stats = func() string { return c.Stats().String() }
-	d.client = c
+	d.cleanup = append(d.cleanup, func() { v.Close() })
+	d.stats = func() string { return v.Client.Stats().String() }
+	d.client = v.Client
 	ra := tf.readAhead
 	if ra == 0 {
 		ra = -1 // the flag's 0 means off; the package's 0 means its default
 	}
-	root, err := sqlchunks.Resolve(ctx, c, at)
-	if err != nil {
-		d.close()
-		return nil, err
-	}
-	var r sqlchunks.ChunkReader = c
-	if tf.serviceDir != "" { // a same-host service: its page image, no request per page
-		r = sqlchunks.WithImages(c, sqlchunks.ImagesOf(c.OpenImage, c.OpenVersionImage))
-	}
-	if d.DB, err = sqlchunks.OpenVersion(ctx, r, root, &sqlitevfs.Options{ReadAhead: ra}); err != nil {
+	if d.DB, err = v.DB(&sqlitevfs.Options{ReadAhead: ra}); err != nil {
 		d.close()
 		return nil, err
 	}
