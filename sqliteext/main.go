@@ -57,7 +57,7 @@ func goExtInit() *C.char {
 
 //export goConnCheck
 func goConnCheck(h C.uintptr_t, msg **C.char) C.int {
-	_, err := sqlitevfs.Opened(uintptr(h))
+	_, _, err := sqlitevfs.ValueOf[*source](uintptr(h))
 	if err == nil {
 		return sqliteOK
 	}
@@ -88,8 +88,7 @@ const (
 //
 //export goFunc
 func goFunc(kind C.int, h C.uintptr_t, errOut **C.char) *C.char {
-	v, err := sqlitevfs.Opened(uintptr(h))
-	src, _ := v.(*source)
+	src, _, err := sqlitevfs.ValueOf[*source](uintptr(h))
 	if kind == fnLastError {
 		// The error of the last read that failed, or of the open that
 		// did; NULL for none.

@@ -168,11 +168,10 @@ func goAccess(name *C.char, flags C.int) C.int {
 	return 0
 }
 
-// Opened returns the Image.Value of the database file SQLite has open
-// under handle h (a file of this VFS: see chunkd_file_handle in shim.h),
-// or the error its Opener failed with. A file of an image Register put
-// under its name has a nil value.
-func Opened(h uintptr) (any, error) { return fileOf(C.uintptr_t(h)).opened() }
+// openedValue returns the Image.Value of the database file SQLite has
+// open under handle h (a file of this VFS: see chunkd_file_handle in
+// shim.h), or the error its Opener failed with.
+func openedValue(h uintptr) (any, error) { return fileOf(C.uintptr_t(h)).opened() }
 
 // PagesRead returns how many pages SQLite has read through the VFS from
 // the image of the database file open under handle h, over all the

@@ -33,7 +33,7 @@ type Image struct {
 	Pages Pages
 	// Options, nil for the defaults, apply as for Register.
 	Options *Options
-	// Value is the opener's own, for Opened.
+	// Value is the opener's own, for ValueOf.
 	Value any
 	// Close, if not nil, releases what the opener opened; it is called
 	// when the last connection to the image closes.
@@ -185,4 +185,17 @@ func (f *dbFile) opened() (any, error) {
 		return nil, f.reg.err
 	}
 	return f.reg.value, nil
+}
+
+// ValueOf returns the value an Opener gave the database file SQLite has
+// open under handle h (Image.Value; see chunkd_file_handle in shim.h), or
+// the error the Opener failed with. A file whose value is not a V (a file
+// of an image Register put under its name has none) is ok false.
+func ValueOf[V any](h uintptr) (v V, ok bool, err error) {
+	val, err := openedValue(h)
+	if err != nil {
+		return v, false, err
+	}
+	v, ok = val.(V)
+	return v, ok, nil
 }

@@ -12,8 +12,8 @@ func registerVFS() error {
 
 func tempOpens() int64 { return 0 }
 
-// Opened needs cgo, like every open.
-func Opened(uintptr) (any, error) { return nil, registerVFS() }
+// openedValue needs cgo, like every open.
+func openedValue(uintptr) (any, error) { return nil, registerVFS() }
 
 // PagesRead needs cgo, like every open.
 func PagesRead(uintptr) int64 { return 0 }
