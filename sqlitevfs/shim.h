@@ -104,7 +104,7 @@ const char *chunkd_uri_key(const char *name, int n);
 const char *chunkd_uri_value(const char *name, int n);
 
 /* chunkd_file_handle reports whether f is a database file of this VFS,
- * and if so sets *h to its handle (see sqlitevfs.Opened). */
+ * and if so sets *h to its handle (see sqlitevfs.ValueOf). */
 int chunkd_file_handle(sqlite3_file *f, uintptr_t *h);
 
 #endif

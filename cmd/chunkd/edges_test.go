@@ -263,7 +263,10 @@ func TestSQLCSVAsSQLite3(t *testing.T) {
 	setup := "CREATE TABLE v(i INTEGER, r REAL, t TEXT, b BLOB, n);" +
 		"INSERT INTO v VALUES (1, 2.0, '', x'', NULL), (-7, 0.5, 'a', x'41', NULL), (0, 1e20, 'it''s', x'', 'x'), (3, -1.5e-5, 'é', NULL, 12)," +
 		"(4, 1234.5, 'hello world', x'2c', ''), (5, 3.0e300, 'a,b', x'22', '\"q\"');" +
-		"CREATE TABLE c(code, ch, mid); INSERT INTO c VALUES " + strings.Join(chars, ",") + ";"
+		"CREATE TABLE c(code, ch, mid); INSERT INTO c VALUES " + strings.Join(chars, ",") + ";" +
+		// Declared types a driver might read as times and booleans: the
+		// values print as stored, as the shell prints them.
+		"CREATE TABLE d(d DATE, dt DATETIME, ts TIMESTAMP, b BOOLEAN); INSERT INTO d VALUES ('not a date', '2026-11-28 10:00:00', 1700000000, 2), (NULL, 'x', '', 0);"
 	if out, err := exec.Command("sqlite3", file, setup).CombinedOutput(); err != nil {
 		t.Fatalf("sqlite3: %v\n%s", err, out)
 	}
@@ -271,6 +274,7 @@ func TestSQLCSVAsSQLite3(t *testing.T) {
 		"SELECT '' AS e, NULL AS n, x'' AS b, 'a' AS a",
 		"SELECT * FROM v ORDER BY i",
 		"SELECT * FROM c ORDER BY code",
+		"SELECT * FROM d",
 		"SELECT i AS \"a b\", t AS \"x,y\", count(*) FROM v GROUP BY i ORDER BY i; SELECT 1 AS one",
 	} {
 		want, err := exec.Command("sqlite3", "-csv", "-header", file, q).Output()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -187,35 +188,49 @@ func (d *openDB) run(ctx context.Context, q, format string, w io.Writer) (int, e
 
 // runOne runs one statement and writes its rows.
 func (d *openDB) runOne(ctx context.Context, q, format string, w io.Writer) (int, error) {
-	rows, err := d.QueryContext(ctx, q)
-	if err != nil {
-		return 0, d.QueryError(err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return 0, err
-	}
-	out := newRowWriter(format, w, cols)
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
+	// The values as SQLite holds them (sqlitevfs.DB.Each), as the sqlite3
+	// shell prints them: database/sql would turn a DATE column's text into
+	// a time (the zero time when it does not parse) and a BOOLEAN's
+	// integer into true or false.
+	var out rowWriter
+	var vals []any
 	n := 0
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			out.flush()
-			return n, err
+	err := d.Each(ctx, q, nil, func(cols []sqlitevfs.Column) error {
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			names[i] = c.Name
 		}
-		if err := out.row(vals); err != nil {
-			return n, err
+		out = newRowWriter(format, w, names)
+		vals = make([]any, len(cols))
+		return nil
+	}, func(vs []sqlitevfs.Value) error {
+		for i, v := range vs {
+			vals[i] = goValue(v)
 		}
 		n++
-	}
-	if err := rows.Err(); err != nil {
-		out.flush() // the rows that came before it failed (or was interrupted)
+		return out.row(vals)
+	})
+	if err != nil {
+		if out != nil {
+			out.flush() // the rows that came before it failed (or was interrupted)
+		}
 		return n, d.QueryError(err)
 	}
 	return n, out.close()
+}
+
+// goValue is a value as the output formats take it: int64, float64,
+// string (TEXT), []byte (BLOB, a copy) or nil.
+func goValue(v sqlitevfs.Value) any {
+	switch v.Type {
+	case sqlitevfs.Integer:
+		return v.Int
+	case sqlitevfs.Float:
+		return v.Float
+	case sqlitevfs.Text:
+		return string(v.Bytes)
+	case sqlitevfs.Blob:
+		return bytes.Clone(v.Bytes)
+	}
+	return nil
 }
