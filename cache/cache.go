@@ -27,12 +27,13 @@
 // admission), disk.go (the cache directory and its budget), view.go (what
 // the service shows of itself), health.go (whether the store answers),
 // errors.go (error kinds), metrics.go, config.go, priority_*.go (the
-// low-priority thread that verifies downloads).
+// low-priority thread that verifies downloads), keys.go (tables by store
+// key: one per file, whoever opens it, and what a cluster asks by key).
 //
 // Lock order, outermost first: database.refreshMu (held for a whole
 // manifest read), Cache.mu, database.mu, table.mu, disk.mu,
 // cachedFile.mu. Taken alone (nothing else is taken while they are
-// held): database.stateMu, database.nowMu, storeHealth.mu. Counters are
+// held): database.stateMu, database.nowMu, storeHealth.mu, keyTables.mu. Counters are
 // atomics.
 package cache
 
@@ -68,6 +69,8 @@ type env struct {
 	wg  sync.WaitGroup  // downloads and background loads in flight
 	// dlSlots bounds the downloads running at once (Config.Downloads).
 	dlSlots chan struct{}
+	// keys holds every open table by store key (keys.go).
+	keys keyTables
 }
 
 // Cache is the cache service's core, shared by its HTTP and gRPC APIs
@@ -88,7 +91,7 @@ func New(cfg Config) (*Cache, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, log: cfg.Logger, dlSlots: make(chan struct{}, cfg.Downloads), health: &storeHealth{}}
+	e := &env{cfg: cfg, log: cfg.Logger, dlSlots: make(chan struct{}, cfg.Downloads), health: &storeHealth{}, keys: keyTables{m: map[string]*table{}}}
 	e.store = watchedStore{Store: cfg.Store, h: e.health, log: cfg.Logger}
 	c := &Cache{env: e, dbs: make(map[string]*database)}
 	e.ctx, c.cancel = context.WithCancel(context.Background())

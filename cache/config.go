@@ -48,6 +48,13 @@ type Config struct {
 	// cached file (files are released before answers are written).
 	ClientTimeout time.Duration
 
+	// Owns, if set, says which table files the service downloads and
+	// keeps on disk, by store key: in a cluster (package cluster), those
+	// this node owns. Reads of the others go through Store, which routes
+	// them to their owner, and keep only the chunks read in memory. nil:
+	// every file, as a service alone.
+	Owns func(key string) bool
+
 	Logger   *slog.Logger
 	Registry prometheus.Registerer // default: a new registry
 

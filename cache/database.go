@@ -233,6 +233,7 @@ func (d *database) refreshLocked(ctx context.Context) error {
 	}
 	for name, t := range known {
 		if !named[name] {
+			e.keys.forget(t)
 			if cf := e.disk.get(t.key); cf != nil && e.disk.drop(cf) {
 				e.log.Info("dropped a cached table file its database's manifest no longer names", "db", d.name, "file", name)
 			}

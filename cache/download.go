@@ -151,7 +151,7 @@ func (t *table) missed(n int64) {
 		e.log.Warn("file is never downloaded: it is larger than --disk; its chunks are read from the store", "db", t.db, "key", t.key, "bytes", t.size)
 	}
 	local := t.local != nil && !t.local.cf.isEvicted()
-	start := t.dl == nil && !local && e.ctx.Err() == nil && t.adm.never == nil &&
+	start := t.dl == nil && !local && e.ctx.Err() == nil && t.adm.never == nil && e.owns(t.key) &&
 		!time.Now().Before(t.adm.retryAfter) &&
 		(t.appendix.Load() || t.adm.rented >= t.idx.DataEnd() || e.disk.fits(t.size))
 	if !start {

@@ -106,7 +106,7 @@ func (d *database) loadSaved() error {
 	byName := map[string]*table{}
 	missing := 0
 	for _, ts := range st.Tables {
-		t := openCachedTable(d, ts.Name, ts.Key, ts.Size, ts.Appendix)
+		t := d.env.keys.cached(ts.Key, ts.Size, func() *table { return openCachedTable(d.env, d.name, ts.Name, ts.Key, ts.Size, ts.Appendix) })
 		if t == nil {
 			missing++ // its index is in the store only
 			continue

@@ -57,21 +57,24 @@ func (s storeFile) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-func newTable(d *database, name, key string, size int64, appendix bool) *table {
-	t := &table{env: d.env, db: d.name, name: name, key: key, size: size}
+func newTable(e *env, db, name, key string, size int64, appendix bool) *table {
+	t := &table{env: e, db: db, name: name, key: key, size: size}
 	t.appendix.Store(appendix)
 	return t
 }
 
 // openTable opens table file o of database d (found in the store by the
-// loader): from its verified copy on disk when there is one, else its
-// index from the store.
+// loader): the table already open under its key (keys.go), else from its
+// verified copy on disk when there is one, else its index from the store.
 func openTable(ctx context.Context, d *database, o tableset.Object) (*table, error) {
-	e := d.env
-	if t := openCachedTable(d, o.Name, o.Key, o.Size, o.Appendix); t != nil {
+	return d.env.keys.open(o.Key, o.Size, func() (*table, error) { return openTableNow(ctx, d.env, d.name, o) })
+}
+
+func openTableNow(ctx context.Context, e *env, db string, o tableset.Object) (*table, error) {
+	if t := openCachedTable(e, db, o.Name, o.Key, o.Size, o.Appendix); t != nil {
 		return t, nil
 	}
-	t := newTable(d, o.Name, o.Key, o.Size, o.Appendix)
+	t := newTable(e, db, o.Name, o.Key, o.Size, o.Appendix)
 	var err error
 	t.idx, err = tablefile.Open(storeFile{e, o.Key}, o.Size, &tablefile.Options{Tail: tableset.IndexTail(o, e.cfg.IndexTail), IndexHash: true})
 	if err != nil {
@@ -83,8 +86,7 @@ func openTable(ctx context.Context, d *database, o tableset.Object) (*table, err
 // openCachedTable opens table file key from its copy on disk, checking
 // the copy's index against its sums; nil if there is no copy, or it fails
 // the check (then it is dropped, to be downloaded again).
-func openCachedTable(d *database, name, key string, size int64, appendix bool) *table {
-	e := d.env
+func openCachedTable(e *env, db, name, key string, size int64, appendix bool) *table {
 	cf := e.disk.get(key)
 	if cf == nil || cf.size != size || !cf.acquire() {
 		return nil
@@ -98,11 +100,11 @@ func openCachedTable(d *database, name, key string, size int64, appendix bool) *
 	if err != nil {
 		if e.disk.drop(cf) {
 			e.metrics.corrupt.Inc()
-			e.log.Error("cached table file fails its check when opened; dropped it (it will be downloaded again)", "db", d.name, "key", key, "err", err)
+			e.log.Error("cached table file fails its check when opened; dropped it (it will be downloaded again)", "db", db, "key", key, "err", err)
 		}
 		return nil
 	}
-	t := newTable(d, name, key, size, appendix)
+	t := newTable(e, db, name, key, size, appendix)
 	t.idx, _ = view.View(storeFile{e, key}, nil) // no sums: cannot fail
 	t.local = &localCopy{cf: cf, view: view}
 	e.log.Debug("table file found on disk", "key", key)
