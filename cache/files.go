@@ -10,6 +10,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/manifest"
+	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
 )
 
@@ -342,8 +343,9 @@ func (r *FileReader) readStore(ctx context.Context, lo, hi int64, units []tablef
 	buf := make([]byte, hi-lo)
 	rctx, cancel := context.WithTimeout(ctx, t.env.cfg.StoreTimeout)
 	defer cancel()
+	rctx, origin := store.TrackOrigin(rctx)
 	n, err := t.env.store.ReadAt(rctx, t.key, buf, lo)
-	t.env.metrics.storeRead(n)
+	t.env.metrics.storeRead(n, origin)
 	if err != nil {
 		return nil, storeErr(err, "read bytes %d to %d of %s", lo, hi, t.key)
 	}

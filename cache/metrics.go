@@ -5,6 +5,7 @@ import (
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/prom"
+	"github.com/chunkd/chunkd/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -85,8 +86,12 @@ func (m *metrics) hit(t api.Tier, n int) {
 	m.servedBytes.Add(int64(n))
 }
 
-// storeRead counts one ranged read of n bytes.
-func (m *metrics) storeRead(n int) {
+// storeRead counts one ranged read of n bytes, unless a wrapper of the
+// store answered it from elsewhere (a cluster peer, which counts it).
+func (m *metrics) storeRead(n int, o *store.Origin) {
+	if o.Elsewhere() {
+		return
+	}
 	m.storeReqs.Inc()
 	m.storeReadCount.Add(1)
 	m.addStoreBytes(int64(n))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/store"
 	"github.com/chunkd/chunkd/tablefile"
 	"github.com/chunkd/chunkd/tableset"
 )
@@ -52,8 +53,9 @@ type storeFile struct {
 func (s storeFile) ReadAt(p []byte, off int64) (int, error) {
 	ctx, cancel := context.WithTimeout(s.env.ctx, s.env.cfg.StoreTimeout)
 	defer cancel()
+	ctx, origin := store.TrackOrigin(ctx)
 	n, err := s.env.store.ReadAt(ctx, s.key, p, off)
-	s.env.metrics.storeRead(n)
+	s.env.metrics.storeRead(n, origin)
 	return n, err
 }
 
@@ -380,11 +382,12 @@ func (t *table) readRemote(ctx context.Context, entries []tablefile.Entry, fn fu
 			defer func() { <-sem }()
 			buf := make([]byte, r.Length)
 			began := time.Now()
-			n, err := e.store.ReadAt(rctx, t.key, buf, int64(r.Offset))
-			if err == nil {
+			octx, origin := store.TrackOrigin(rctx)
+			n, err := e.store.ReadAt(octx, t.key, buf, int64(r.Offset))
+			if err == nil && !origin.Elsewhere() {
 				e.storeTime.observe(time.Since(began))
 			}
-			e.metrics.storeRead(n)
+			e.metrics.storeRead(n, origin)
 			results <- result{r, buf, err}
 		}(r)
 	}

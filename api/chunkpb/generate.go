@@ -10,3 +10,4 @@ package chunkpb
 // with another package's chunk.proto.
 //
 //go:generate protoc --proto_path=../.. --go_out=../.. --go_opt=paths=source_relative --go-grpc_out=../.. --go-grpc_opt=paths=source_relative api/chunkpb/chunk.proto
+//go:generate protoc --proto_path=../.. --go_out=../.. --go_opt=paths=source_relative --go-grpc_out=../.. --go-grpc_opt=paths=source_relative api/chunkpb/cluster.proto

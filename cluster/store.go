@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/store"
+)
+
+// Store returns the store this node's cache reads through (cache.Config.
+// Store): reads of table files another node owns go to that node, one hop;
+// everything else (files this node owns, manifests, writes) goes to s.
+func (n *Node) Store(s store.Store) store.Store { return &routedStore{Store: s, n: n} }
+
+type routedStore struct {
+	store.Store
+	n *Node
+}
+
+// Unwrap returns the store underneath (store.Exists looks through it).
+func (s *routedStore) Unwrap() store.Store { return s.Store }
+
+func (s *routedStore) String() string { return s.Store.String() }
+
+// ReadAt reads from the file's owner when another node owns it: every
+// byte arrives proven by the owner, and the cache proves each chunk again.
+// A read the owner does not answer (down, refusing, a view that does not
+// agree) is read from the store; one it shows no sign of life for within
+// HedgeAfter is read from the store too, and the first answer wins.
+func (s *routedStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	if _, _, err := cache.SplitKey(key); err != nil {
+		return s.Store.ReadAt(ctx, key, p, off)
+	}
+	owner, ok := s.n.owner(key)
+	if !ok {
+		return s.Store.ReadAt(ctx, key, p, off)
+	}
+	return s.n.forward(ctx, owner.URL, key, p, off, func(ctx context.Context, buf []byte) (int, error) {
+		return s.Store.ReadAt(ctx, key, buf, off)
+	})
+}
+
+type readResult struct {
+	n   int
+	err error
+}
+
+// forward reads [off, off+len(p)) of key from the owner at base, hedged
+// with fromStore.
+func (n *Node) forward(ctx context.Context, base, key string, p []byte, off int64, fromStore func(context.Context, []byte) (int, error)) (int, error) {
+	start := time.Now()
+	pctx, cancelPeer := context.WithCancel(ctx)
+	defer cancelPeer()
+	life := make(chan struct{}, 1)
+	peerDone := make(chan readResult, 1)
+	pbuf := make([]byte, len(p))
+	go func() {
+		err := n.peers.read(pctx, base, key, pbuf, off, func() {
+			select {
+			case life <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			peerDone <- readResult{err: err}
+			return
+		}
+		peerDone <- readResult{n: len(pbuf)}
+	}()
+
+	var (
+		storeDone   chan readResult
+		sbuf        []byte
+		cancelStore context.CancelFunc = func() {}
+		peerErr     error
+		hedged      bool
+	)
+	defer func() { cancelStore() }()
+	startStore := func() {
+		var sctx context.Context
+		sctx, cancelStore = context.WithCancel(ctx)
+		storeDone = make(chan readResult, 1)
+		sbuf = make([]byte, len(p))
+		go func() {
+			k, err := fromStore(sctx, sbuf)
+			storeDone <- readResult{k, err}
+		}()
+	}
+	timer := time.NewTimer(n.cfg.HedgeAfter)
+	defer timer.Stop()
+	peerRunning := true
+	for {
+		select {
+		case <-life:
+			if storeDone == nil {
+				timer.Reset(n.cfg.HedgeAfter)
+			}
+		case <-timer.C:
+			if storeDone == nil && peerRunning {
+				hedged = true
+				n.m.hedges.Inc()
+				n.markDown(base, fmt.Errorf("no sign of life for %v on a forwarded read (hedged with the store)", n.cfg.HedgeAfter))
+				startStore()
+			}
+		case r := <-peerDone:
+			peerRunning = false
+			if r.err == nil {
+				store.MarkElsewhere(ctx)
+				copy(p, pbuf)
+				n.m.forwarded(resultPeer, hedged, len(p), time.Since(start))
+				return len(p), nil
+			}
+			peerErr = r.err
+			var pe *peerError
+			if errors.As(r.err, &pe) && pe.conn {
+				n.markDown(base, r.err)
+			}
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			n.log.Debug("forwarded read failed; reading the store", "owner", base, "key", key, "err", r.err)
+			if storeDone == nil {
+				startStore()
+			}
+		case r := <-storeDone:
+			storeDone = nil
+			if r.err == nil || !peerRunning {
+				cancelPeer()
+				copy(p, sbuf[:r.n])
+				res := resultStore
+				if peerErr == nil {
+					res = resultHedgeStore
+				}
+				n.m.forwarded(res, hedged, r.n, time.Since(start))
+				if r.err != nil && peerErr != nil {
+					return r.n, fmt.Errorf("%w (the owner %s: %v)", r.err, base, peerErr)
+				}
+				return r.n, r.err
+			}
+			// The store failed while the owner is still at it: wait for it.
+			timer.Stop()
+		}
+	}
+}
