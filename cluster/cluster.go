@@ -232,6 +232,15 @@ func (n *Node) owner(key string) (api.ClusterMember, bool) {
 	return v.byID[id], true
 }
 
+// OwnerURL returns the HTTP URL of the node that owns table file key, ""
+// when this node does (doltremote.Config.FileBase).
+func (n *Node) OwnerURL(key string) string {
+	if m, ok := n.owner(key); ok {
+		return m.URL
+	}
+	return ""
+}
+
 // Info returns the cluster as this node sees it (GET /v1/cluster).
 func (n *Node) Info() api.ClusterInfo {
 	info := api.ClusterInfo{Self: n.cfg.ID, Placement: ring.Version}

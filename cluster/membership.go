@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
@@ -25,7 +27,13 @@ type member struct {
 	static bool      // listed by --peers: never forgotten
 	seen   time.Time // last answer
 	downAt time.Time // when it went down (zero while up)
+	missed int       // probes failed in a row
 }
+
+// probesToDown is how many probes in a row a member must fail, each
+// ProbeTimeout late or refused, to be taken down; a refused connection
+// (nothing listens) takes it down at once.
+const probesToDown = 2
 
 // forgetAfter is how long a member found by DNS, gossip or its own hello
 // stays listed once down: a node replaced for good leaves the list.
@@ -92,7 +100,7 @@ func (n *Node) learn(info api.ClusterMember, source string) {
 	wasUp := m.info.State == api.MemberUp
 	m.info.ID, m.info.GRPC, m.info.Weight = info.ID, info.GRPC, info.Weight
 	m.info.State, m.info.Error = api.MemberUp, ""
-	m.seen, m.downAt = time.Now(), time.Time{}
+	m.seen, m.downAt, m.missed = time.Now(), time.Time{}, 0
 	if !wasUp {
 		n.log.Info("cluster member up", "id", info.ID, "url", u, "weight", info.Weight, "via", source)
 	}
@@ -159,7 +167,16 @@ func (n *Node) probe(u string) {
 	info, err := n.peers.hello(ctx, u, n.self.info)
 	if err != nil {
 		n.m.probes.WithLabelValues("failed").Inc()
-		n.markDown(u, fmt.Errorf("probe: %w", err))
+		n.mu.Lock()
+		missed := 0
+		if m := n.members[u]; m != nil {
+			m.missed++
+			missed = m.missed
+		}
+		n.mu.Unlock()
+		if missed >= probesToDown || errors.Is(err, syscall.ECONNREFUSED) {
+			n.markDown(u, fmt.Errorf("probe: %w", err))
+		}
 		return
 	}
 	n.m.probes.WithLabelValues("ok").Inc()

@@ -27,6 +27,8 @@ type metrics struct {
 	probes           *prometheus.CounterVec
 	dnsLookups       *prometheus.CounterVec
 	placementChanges prometheus.Counter
+	sharedReads      prometheus.Counter
+	streamBytes      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
@@ -43,6 +45,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 		servedBytes: r.Counter("chunkd_cluster_peer_read_bytes_total", "Bytes sent to other nodes for reads of this node's table files."),
 		probes:      r.CounterVec("chunkd_cluster_probes_total", "Probes of other nodes (POST /v1/cluster/hello), by result: ok, failed.", "result"),
 		dnsLookups:  r.CounterVec("chunkd_cluster_dns_lookups_total", "Lookups of --peers-dns, by result: ok, failed.", "result"),
+		sharedReads: r.Counter("chunkd_cluster_shared_reads_total",
+			"Reads of files this node owns answered from the one stream of the file its download shares with them, not the store."),
+		streamBytes: r.Counter("chunkd_cluster_stream_bytes_total",
+			"Bytes read from the store by a shared read of a file this node owns that no download took (a download's are in chunkd_store_bytes_total): add it to chunkd_store_bytes_total for what the store served this node."),
 		placementChanges: r.Counter("chunkd_cluster_placement_changes_total",
 			"Times the set of members up (or a weight) changed, moving the files of the nodes that left or joined."),
 	}

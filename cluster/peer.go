@@ -95,9 +95,13 @@ func peerMAC(secret, id, ts, method, uri string) []byte {
 }
 
 // gossipKey is the gossip's AES-256 key, from the cluster secret.
-func gossipKey(secret string) []byte {
+func gossipKey(secret string) []byte { return DerivedKey(secret, "chunkd-gossip") }
+
+// DerivedKey is a 32-byte key for one use (purpose), derived from the
+// cluster secret: every node derives the same.
+func DerivedKey(secret, purpose string) []byte {
 	h := hmac.New(sha256.New, []byte(secret))
-	h.Write([]byte("chunkd-gossip"))
+	h.Write([]byte(purpose))
 	return h.Sum(nil)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/chunkd/chunkd/cache"
@@ -13,11 +15,14 @@ import (
 // Store returns the store this node's cache reads through (cache.Config.
 // Store): reads of table files another node owns go to that node, one hop;
 // everything else (files this node owns, manifests, writes) goes to s.
-func (n *Node) Store(s store.Store) store.Store { return &routedStore{Store: s, n: n} }
+func (n *Node) Store(s store.Store) store.Store {
+	return &routedStore{Store: s, n: n, shared: newSharedReads(s, n)}
+}
 
 type routedStore struct {
 	store.Store
-	n *Node
+	n      *Node
+	shared *sharedReads // reads of the files this node owns
 }
 
 // Unwrap returns the store underneath (store.Exists looks through it).
@@ -36,11 +41,34 @@ func (s *routedStore) ReadAt(ctx context.Context, key string, p []byte, off int6
 	}
 	owner, ok := s.n.owner(key)
 	if !ok {
+		if st := s.shared.stream(key, false); st != nil {
+			if k, ok := st.readAt(ctx, p, off); ok {
+				// The stream's bytes count once, as its download's (or,
+				// without one, in chunkd_cluster_stream_bytes_total).
+				store.MarkElsewhere(ctx)
+				s.n.m.sharedReads.Inc()
+				return k, nil
+			}
+		}
 		return s.Store.ReadAt(ctx, key, p, off)
 	}
 	return s.n.forward(ctx, owner.URL, key, p, off, func(ctx context.Context, buf []byte) (int, error) {
 		return s.Store.ReadAt(ctx, key, buf, off)
 	})
+}
+
+// Open streams a file this node owns from the shared read of it (see
+// sharedReads), so that its download and the reads while it runs cost one
+// read of the store.
+func (s *routedStore) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
+	if _, _, err := cache.SplitKey(key); err == nil && s.n.Owns(key) {
+		st := s.shared.stream(key, true)
+		if size, ok := st.open(ctx); ok {
+			st.joined.Store(true)
+			return &streamReader{ctx: ctx, st: st}, store.Info{Key: key, Size: size}, nil
+		}
+	}
+	return s.Store.Open(ctx, key)
 }
 
 type readResult struct {
@@ -55,10 +83,12 @@ func (n *Node) forward(ctx context.Context, base, key string, p []byte, off int6
 	pctx, cancelPeer := context.WithCancel(ctx)
 	defer cancelPeer()
 	life := make(chan struct{}, 1)
+	var signs atomic.Int64
 	peerDone := make(chan readResult, 1)
 	pbuf := make([]byte, len(p))
 	go func() {
 		err := n.peers.read(pctx, base, key, pbuf, off, func() {
+			signs.Add(1)
 			select {
 			case life <- struct{}{}:
 			default:
@@ -102,7 +132,7 @@ func (n *Node) forward(ctx context.Context, base, key string, p []byte, off int6
 			if storeDone == nil && peerRunning {
 				hedged = true
 				n.m.hedges.Inc()
-				n.markDown(base, fmt.Errorf("no sign of life for %v on a forwarded read (hedged with the store)", n.cfg.HedgeAfter))
+				n.log.Debug("forwarded read hedged: the owner showed no sign of life", "owner", base, "after", n.cfg.HedgeAfter, "signs", signs.Load(), "took", time.Since(start), "key", key, "off", off, "n", len(p))
 				startStore()
 			}
 		case r := <-peerDone:

@@ -62,6 +62,12 @@ type Config struct {
 	// whose token grants the database passes the grant on. Set it whenever
 	// the service checks tokens.
 	SignKey []byte
+	// FileBase, if set, returns the base URL (scheme://host:port) of the
+	// HTTP listener that serves table file key best: in a cluster, its
+	// owner's (package cluster), so a clone reads each file from the node
+	// that keeps it; "" names this service's own. The nodes must share
+	// SignKey.
+	FileBase func(key string) string
 	// URLTTL is how long a client may use a download URL before it asks
 	// for a new one with RefreshTableFileUrl (default 1 hour). The URLs do
 	// not expire; this bounds how long a client keeps a stale one.
@@ -265,7 +271,13 @@ func (s *Service) fileURL(ctx context.Context, db string, f cache.FileInfo) stri
 		scheme = "https://"
 	}
 	path := PathPrefix + db + "/" + name
-	return scheme + net.JoinHostPort(host, port) + path + s.signature(path, time.Now().Add(2*s.cfg.URLTTL))
+	sig := s.signature(path, time.Now().Add(2*s.cfg.URLTTL))
+	if s.cfg.FileBase != nil {
+		if base := s.cfg.FileBase(db + "/" + name); base != "" {
+			return base + path + sig
+		}
+	}
+	return scheme + net.JoinHostPort(host, port) + path + sig
 }
 
 func (s *Service) refreshAfter() *timestamppb.Timestamp {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/chunkd/chunkd/auth"
 	"github.com/chunkd/chunkd/cache"
+	"github.com/chunkd/chunkd/cluster"
 	"github.com/chunkd/chunkd/doltremote"
 	"github.com/chunkd/chunkd/grpcapi"
 	"github.com/chunkd/chunkd/httpapi"
@@ -63,6 +64,14 @@ type Config struct {
 	// request (httpapi.HTTP1.Spin; 0 never polls).
 	Spin time.Duration
 
+	// Cluster, if set, makes this service a node of a cluster (package
+	// cluster): it downloads only the table files it owns and reads the
+	// others from their owners. Its URL defaults to the HTTP listener's,
+	// its GRPC to the gRPC listener's, its Weight to Cache.DiskBytes (or
+	// the cache's default), its Logger and Registry to the service's. nil:
+	// a service alone.
+	Cluster *cluster.Config
+
 	// Registry gets every metric and is what /metrics serves (default: a
 	// new registry).
 	Registry *prometheus.Registry
@@ -74,6 +83,7 @@ type Service struct {
 	Cache *cache.Cache
 	SQL   *sqlserve.Server
 	Dolt  *doltremote.Service // nil without the Dolt remote
+	Node  *cluster.Node       // nil without a cluster
 
 	// HTTPAddr, GRPCAddr and DoltAddr are the addresses served ("" for a
 	// listener not served; DoltAddr is GRPCAddr when the remote shares it).
@@ -120,6 +130,29 @@ func Start(cfg Config) (s *Service, err error) {
 			}
 		}
 	}()
+	hl, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { hl.Close() })
+	s.HTTPAddr = hl.Addr().String()
+	// The gRPC listener is made before the core too: a cluster node says
+	// where it is.
+	var gl net.Listener
+	if cfg.GRPC != "" {
+		if gl, err = net.Listen("tcp", cfg.GRPC); err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() { gl.Close() })
+		s.GRPCAddr = gl.Addr().String()
+	}
+	if cfg.Cluster != nil {
+		if s.Node, err = s.newNode(cfg); err != nil {
+			return nil, err
+		}
+		cfg.Cache.Store = s.Node.Store(cfg.Cache.Store)
+		cfg.Cache.Owns = s.Node.Owns
+	}
 	if s.Cache, err = cache.New(cfg.Cache); err != nil {
 		return nil, err
 	}
@@ -129,13 +162,10 @@ func Start(cfg Config) (s *Service, err error) {
 	}
 	closers = append(closers, func() { s.SQL.Close() })
 
-	hl, err := net.Listen("tcp", cfg.HTTP)
-	if err != nil {
-		return nil, err
-	}
-	closers = append(closers, func() { hl.Close() })
-	s.HTTPAddr = hl.Addr().String()
 	routes := s.SQL.Routes()
+	if s.Node != nil {
+		routes = append(routes, s.Node.Routes(s.Cache)...)
+	}
 	if cfg.DoltRemote && (cfg.GRPC != "" || cfg.DoltListen != "") {
 		dc := doltremote.Config{Cache: s.Cache, HTTPAddr: s.HTTPAddr, HTTPS: cfg.TLS != nil, Logger: cfg.Logger, Registry: cfg.Registry}
 		if cfg.Guard != nil {
@@ -143,6 +173,14 @@ func Start(cfg Config) (s *Service, err error) {
 			// URLs it hands to callers whose token grants the database.
 			dc.SignKey = make([]byte, 32)
 			rand.Read(dc.SignKey)
+		}
+		if s.Node != nil && (cfg.Guard == nil || cfg.Cluster.Secret != "") {
+			// Each file's URL names its owner, which must accept this
+			// node's signature: the nodes derive one key from the secret.
+			if cfg.Guard != nil {
+				dc.SignKey = cluster.DerivedKey(cfg.Cluster.Secret, "dolt-download-urls")
+			}
+			dc.FileBase = s.Node.OwnerURL
 		}
 		if s.Dolt, err = doltremote.New(dc); err != nil {
 			return nil, err
@@ -174,9 +212,10 @@ func Start(cfg Config) (s *Service, err error) {
 		if s.Dolt != nil && cfg.DoltListen == "" {
 			services = append(services, s.Dolt.GRPC())
 		}
-		if s.GRPCAddr, s.grpc, err = serveGRPC(cfg.GRPC, gcfg, services, s.errc); err != nil {
-			return nil, err
+		if s.Node != nil {
+			services = append(services, s.Node.GRPC())
 		}
+		s.grpc = serveGRPCOn(gl, gcfg, services, s.errc)
 		closers = append(closers, s.grpc.Stop)
 		if s.Dolt != nil && cfg.DoltListen == "" {
 			s.DoltAddr = s.GRPCAddr
@@ -187,7 +226,43 @@ func Start(cfg Config) (s *Service, err error) {
 			return nil, err
 		}
 	}
+	if s.Node != nil {
+		if err := s.Node.Start(); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// newNode makes this service's cluster node from cfg.Cluster, with the
+// defaults the service knows.
+func (s *Service) newNode(cfg Config) (*cluster.Node, error) {
+	cc := *cfg.Cluster
+	if cc.URL == "" {
+		cc.URL = s.URL()
+	}
+	if cc.GRPC == "" {
+		cc.GRPC = s.GRPCAddr
+	}
+	if cc.Weight <= 0 {
+		cc.Weight = cfg.Cache.DiskBytes
+		if cc.Weight <= 0 {
+			cc.Weight = 10 << 30 // the cache's default --disk
+		}
+	}
+	if cc.Logger == nil {
+		cc.Logger = cfg.Logger
+	}
+	if cc.Registry == nil {
+		cc.Registry = cfg.Registry
+	}
+	if cfg.TLS != nil && cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert {
+		cc.ClientCerts = true
+	}
+	if cfg.Guard != nil && cc.Secret == "" && !cc.ClientCerts {
+		return nil, errors.New("a cluster whose nodes check tokens needs its peers authenticated: a cluster secret, or TLS client certificates (--tls-client-ca)")
+	}
+	return cluster.New(cc)
 }
 
 // serveGRPC serves services on a new listener at address.
@@ -196,9 +271,14 @@ func serveGRPC(address string, cfg grpcapi.Config, services []grpcapi.Service, e
 	if err != nil {
 		return "", nil, err
 	}
+	return ln.Addr().String(), serveGRPCOn(ln, cfg, services, errc), nil
+}
+
+// serveGRPCOn serves services on ln.
+func serveGRPCOn(ln net.Listener, cfg grpcapi.Config, services []grpcapi.Service, errc chan<- error) *grpc.Server {
 	srv := grpcapi.New(cfg, services...)
 	go func() { errc <- srv.Serve(ln) }()
-	return ln.Addr().String(), srv, nil
+	return srv
 }
 
 // URL is the HTTP API's base URL: http://HOST:PORT (https with TLS).
@@ -215,6 +295,7 @@ func (s *Service) Done() <-chan error { return s.errc }
 // Shutdown stops the listeners, letting requests in flight finish until
 // ctx ends (then they are cut), and closes the cache.
 func (s *Service) Shutdown(ctx context.Context) error {
+	s.closeNode()
 	s.http.Shutdown(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -239,6 +320,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 
 // Close stops the listeners at once and closes the cache.
 func (s *Service) Close() error {
+	s.closeNode()
 	s.http.Close()
 	for _, g := range []*grpc.Server{s.grpc, s.doltSrv} {
 		if g != nil {
@@ -246,6 +328,13 @@ func (s *Service) Close() error {
 		}
 	}
 	return s.closeCore()
+}
+
+// closeNode leaves the cluster first: the others stop sending reads here.
+func (s *Service) closeNode() {
+	if s.Node != nil {
+		s.Node.Close()
+	}
 }
 
 func (s *Service) closeCore() error {

@@ -102,4 +102,5 @@ func TestKnownPlacement(t *testing.T) {
 		t.Fatalf("placement %q, want %q (Version must change with it)", got, want)
 	}
 }
+
 var knownPlacement = "node-1 node-2 node-0 "

@@ -55,6 +55,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	var sec secureFlags
 	sec.add(fs)
 	dolt := addDoltFlags(fs)
+	clu := addClusterFlags(fs)
 	configFile := fs.String("config", "", "read settings from this YAML file (keys are flag names; default $CHUNKD_CONFIG); flags and CHUNKD_* variables win over it")
 	printConfig := fs.Bool("print-config", false, "print every setting and where it came from (flag, env, file, default), then exit")
 	if err := parseFlags(fs, args); err != nil {
@@ -97,6 +98,10 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	clusterCfg, err := clu.config(*cacheDir, &sec)
+	if err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, *storeURL)
 	if err != nil {
 		return err
@@ -114,6 +119,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		ImageBytes: int64(images),
 		HTTP:       *listen, GRPC: *grpcListen, DoltRemote: *dolt.on, DoltListen: *dolt.listen,
 		TLS: tlsCfg, Guard: guard, ClientTimeout: *clientTimeout, Spin: *spinWait,
+		Cluster:  clusterCfg,
 		Registry: reg, Logger: log,
 	})
 	if err != nil {

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/doltfixtures"
+)
+
+// clusterRemotes are the Dolt remotes in testdata a cluster test reads:
+// every chunk of each, through the nodes.
+var clusterRemotes = []string{"remote-classic", "remote-archive"}
+
+// clusterStore copies the remotes into a folder store and returns it with
+// every chunk address per database and the bytes of their table files.
+func clusterStore(t *testing.T) (dir string, chunks map[string][]addr.Addr, fileBytes int64) {
+	t.Helper()
+	dir = t.TempDir()
+	chunks = map[string][]addr.Addr{}
+	for _, db := range clusterRemotes {
+		src := doltfixtures.Path(db)
+		ents, err := os.ReadDir(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Join(dir, db), 0o755)
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".chunks.tsv") {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(src, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, db, e.Name()), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if e.Name() != "manifest" {
+				fileBytes += int64(len(b))
+			}
+		}
+		for a := range doltfixtures.DirChunks(t, src) {
+			chunks[db] = append(chunks[db], a)
+		}
+	}
+	return dir, chunks, fileBytes
+}
+
+// freePorts returns n TCP ports free on loopback a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// node is one chunkd serve process of a test cluster.
+type node struct {
+	*serveProc
+	id   string
+	port int
+}
+
+// startNode starts node id on port with the cluster flags given.
+func startNode(t *testing.T, storeURL, id string, port int, cluster ...string) *node {
+	t.Helper()
+	args := append([]string{"--node-id", id, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, cluster...)
+	s := startService(t, storeURL, filepath.Join(t.TempDir(), id), args...)
+	return &node{serveProc: s, id: id, port: port}
+}
+
+// startCluster starts n nodes listing each other with --peers, and waits
+// until each sees all of them up.
+func startCluster(t *testing.T, storeURL string, n int, extra ...string) ([]*node, string) {
+	t.Helper()
+	ports := freePorts(t, n)
+	var urls []string
+	for _, p := range ports {
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", p))
+	}
+	peers := strings.Join(urls, ",")
+	var nodes []*node
+	for i, p := range ports {
+		nodes = append(nodes, startNode(t, storeURL, fmt.Sprintf("node-%d", i), p, append([]string{"--peers", peers}, extra...)...))
+	}
+	waitMembers(t, nodes, n)
+	return nodes, peers
+}
+
+// clusterInfo asks a node for GET /v1/cluster.
+func clusterInfo(t *testing.T, base string) api.ClusterInfo {
+	t.Helper()
+	resp, err := http.Get(base + api.ClusterPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info api.ClusterInfo
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func upCount(info api.ClusterInfo) int {
+	n := 0
+	for _, m := range info.Members {
+		if m.State == api.MemberUp {
+			n++
+		}
+	}
+	return n
+}
+
+// waitMembers waits until every node sees want members up.
+func waitMembers(t *testing.T, nodes []*node, want int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, nd := range nodes {
+		for upCount(clusterInfo(t, nd.http)) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s sees %+v, want %d up:\n%s", nd.id, clusterInfo(t, nd.http), want, nd.log())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// readBatch reads as of db through the node at base with one batch
+// request, checking every chunk against its address; it returns how many
+// were wrong (bytes that do not hash to the address) and an error for a
+// failed request or a chunk not found.
+func readBatch(hc *http.Client, base, db string, as []addr.Addr) (wrong int, err error) {
+	resp, err := hc.Post(base+api.ChunksPath(db), api.ContentTypeBinary, bytes.NewReader(api.EncodeAddresses(as)))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return 0, fmt.Errorf("%s: %s", resp.Status, msg)
+	}
+	got := 0
+	for f, err := range api.NewFrameReader(resp.Body).All() {
+		if err != nil {
+			return wrong, err
+		}
+		if !f.Found {
+			return wrong, fmt.Errorf("chunk %s of %s not found", as[f.Index], db)
+		}
+		if addr.Of(f.Data) != as[f.Index] {
+			wrong++
+		}
+		got++
+	}
+	if got != len(as) {
+		return wrong, fmt.Errorf("%d of %d chunks answered", got, len(as))
+	}
+	return wrong, nil
+}
+
+// storm has clients read every chunk of every database, each through the
+// node picked for it, in batches of batch in an order of its own.
+func storm(t *testing.T, nodes []*node, clients, batch int, chunks map[string][]addr.Addr, pick func(client int) string) (wrong, failed int64) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var w, f atomic.Int64
+	for c := range clients {
+		wg.Go(func() {
+			hc := &http.Client{Timeout: 30 * time.Second}
+			r := rand.New(rand.NewPCG(uint64(c), 1))
+			for _, db := range clusterRemotes {
+				as := append([]addr.Addr(nil), chunks[db]...)
+				r.Shuffle(len(as), func(i, j int) { as[i], as[j] = as[j], as[i] })
+				for lo := 0; lo < len(as); lo += batch {
+					n, err := readBatch(hc, pick(c), db, as[lo:min(lo+batch, len(as))])
+					w.Add(int64(n))
+					if err != nil {
+						f.Add(1)
+						t.Logf("client %d: %v", c, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return w.Load(), f.Load()
+}
+
+func sumMetric(nodes []*node, sample string) float64 {
+	var sum float64
+	for _, nd := range nodes {
+		sum += nd.metric(sample)
+	}
+	return sum
+}
+
+// TestClusterColdStorm: 16 clients spread over 3 nodes read every chunk
+// of the Dolt remotes in testdata, all cold: the three nodes together read
+// each file from the store about once (at most 1.1x the files' bytes;
+// three services alone would read each three times).
+func TestClusterColdStorm(t *testing.T) {
+	dir, chunks, fileBytes := clusterStore(t)
+	nodes, _ := startCluster(t, dir+"?latency=10ms", 3, "--peer-hedge=500ms")
+	wrong, failed := storm(t, nodes, 16, 256, chunks, func(c int) string { return nodes[c%3].http })
+	time.Sleep(6 * time.Second) // the shared reads linger 5 s before they count what no download took
+	if wrong != 0 || failed != 0 {
+		t.Fatalf("%d wrong chunks, %d failed batches", wrong, failed)
+	}
+	storeBytes := sumMetric(nodes, "chunkd_store_bytes_total") + sumMetric(nodes, "chunkd_cluster_stream_bytes_total")
+	ratio := storeBytes / float64(fileBytes)
+	t.Logf("store bytes %v for %d bytes of files: %.3fx; forwarded reads answered by peers %v, by the store %v+%v", storeBytes, fileBytes, ratio,
+		sumMetric(nodes, `chunkd_cluster_forwards_total{result="peer"}`), sumMetric(nodes, `chunkd_cluster_forwards_total{result="store"}`), sumMetric(nodes, `chunkd_cluster_forwards_total{result="hedge_store"}`))
+	if ratio > 1.1 {
+		for _, nd := range nodes {
+			t.Logf("%s: %v store bytes\n%s", nd.id, nd.metric("chunkd_store_bytes_total"), nd.log())
+		}
+		t.Fatalf("the cluster read %.3fx the files' bytes from the store, want at most 1.1x", ratio)
+	}
+}
+
+var _ = syscall.SIGKILL
