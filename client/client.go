@@ -149,6 +149,13 @@ type Options struct {
 	// CertFile and KeyFile are the client's own certificate and key (PEM),
 	// for a service that asks for one (--tls-client-ca). Both or neither.
 	CertFile, KeyFile string
+	// NoRouting sends every read to Service. By default, when Service is
+	// a node of a cluster (package cluster; HTTP only), each read goes to
+	// the node that owns the chunk's table file, by the placement the
+	// nodes use, and to the others in its order when that node fails:
+	// the client learns the members and the database's files from
+	// Service in the background, and asks Service until it has.
+	NoRouting bool
 	// SpinWait is how long a read of the cache service's answer (plain
 	// HTTP, on the caller's thread) polls for it before it blocks: on a
 	// virtual machine a blocked read's wake-up costs about as much as a
@@ -328,10 +335,14 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 			c.Close()
 			return nil, errors.New("client: the cache service serves named databases only, and DB is \"\" (the store root)")
 		}
-		c.svc, err = newService(o.Service, o.DB, o.Concurrency, serviceAuth{token: o.Token, caFile: o.CAFile, certFile: o.CertFile, keyFile: o.KeyFile}, spinPolicy(o.SpinWait))
+		sa := serviceAuth{token: o.Token, caFile: o.CAFile, certFile: o.CertFile, keyFile: o.KeyFile}
+		c.svc, err = newService(o.Service, o.DB, o.Concurrency, sa, spinPolicy(o.SpinWait))
 		if err != nil {
 			c.Close()
 			return nil, err
+		}
+		if hs, ok := c.svc.(*httpService); ok && !o.NoRouting {
+			c.svc = newRingService(hs, o.DB, sa, spinPolicy(o.SpinWait), o.Concurrency, c.log.Debug)
 		}
 	}
 	if err := c.findLocalDir(ctx); err != nil {

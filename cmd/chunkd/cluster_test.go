@@ -2,14 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
 )
 
@@ -245,4 +249,177 @@ func TestClusterColdStorm(t *testing.T) {
 	}
 }
 
-var _ = syscall.SIGKILL
+// readLoad has clients read random chunks through ring-aware Go clients
+// (service only, each entering by the node picked for it) until stop is
+// closed, recording each read's time and outcome.
+type readLoad struct {
+	mu      sync.Mutex
+	reads   []loadRead
+	wrong   atomic.Int64
+	clients []*client.Client
+}
+
+type loadRead struct {
+	start, end time.Time
+	err        error
+}
+
+func startLoad(t *testing.T, entries []string, clients int, chunks map[string][]addr.Addr, stop <-chan struct{}) (*readLoad, *sync.WaitGroup) {
+	t.Helper()
+	l := &readLoad{}
+	var wg sync.WaitGroup
+	for c := range clients {
+		db := clusterRemotes[c%len(clusterRemotes)]
+		cl, err := client.Open(context.Background(), client.Options{Service: entries[c%len(entries)], DB: db, MemBytes: -1, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.clients = append(l.clients, cl)
+		t.Cleanup(func() { cl.Close() })
+		as := chunks[db]
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 2))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := as[r.IntN(len(as))]
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				start := time.Now()
+				data, err := cl.Get(ctx, a)
+				cancel()
+				if err == nil && addr.Of(data) != a {
+					l.wrong.Add(1)
+				}
+				l.mu.Lock()
+				l.reads = append(l.reads, loadRead{start, time.Now(), err})
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l, &wg
+}
+
+// since returns the reads that started at or after t0 (and before t1,
+// if not zero).
+func (l *readLoad) between(t0, t1 time.Time) []loadRead {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []loadRead
+	for _, r := range l.reads {
+		if !r.start.Before(t0) && (t1.IsZero() || r.start.Before(t1)) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func failures(rs []loadRead) int {
+	n := 0
+	for _, r := range rs {
+		if r.err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func percentile(rs []loadRead, p float64) time.Duration {
+	if len(rs) == 0 {
+		return 0
+	}
+	ds := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		ds[i] = r.end.Sub(r.start)
+	}
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, int(p*float64(len(ds))))]
+}
+
+// warm reads every chunk once through every node, so the load that
+// follows is warm.
+func warmCluster(t *testing.T, nodes []*node, chunks map[string][]addr.Addr) {
+	t.Helper()
+	if wrong, failed := storm(t, nodes, len(nodes), 512, chunks, func(c int) string { return nodes[c].http }); wrong+failed != 0 {
+		t.Fatalf("warming: %d wrong, %d failed", wrong, failed)
+	}
+}
+
+// TestClusterKill: 16 clients read through 3 nodes; one is killed with
+// SIGKILL. No read returns a wrong byte, and no more reads fail than were
+// in flight at the kill (the clients fail over to the next node by the
+// placement, which reads the dead node's files from the store).
+func TestClusterKill(t *testing.T) {
+	dir, chunks, _ := clusterStore(t)
+	nodes, _ := startCluster(t, dir+"?latency=10ms", 3)
+	warmCluster(t, nodes, chunks)
+	var entries []string
+	for _, nd := range nodes {
+		entries = append(entries, nd.http)
+	}
+	stop := make(chan struct{})
+	load, wg := startLoad(t, entries, 16, chunks, stop)
+	time.Sleep(time.Second)
+	kill := time.Now()
+	nodes[2].cmd.Process.Signal(syscall.SIGKILL)
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	before, after := load.between(time.Time{}, kill), load.between(kill, time.Time{})
+	inFlight := 0
+	for _, r := range before {
+		if r.end.After(kill) {
+			inFlight++
+		}
+	}
+	failed := failures(before) + failures(after)
+	t.Logf("reads before the kill %d (failed %d), in flight at it %d, after it %d (failed %d, p50 %v, p99 %v); wrong %d",
+		len(before), failures(before), inFlight, len(after), failures(after), percentile(after, 0.5), percentile(after, 0.99), load.wrong.Load())
+	if load.wrong.Load() != 0 {
+		t.Fatalf("%d reads returned wrong bytes", load.wrong.Load())
+	}
+	if failed > inFlight {
+		for _, r := range append(before, after...) {
+			if r.err != nil {
+				t.Log(r.err)
+			}
+		}
+		t.Fatalf("%d reads failed, more than the %d in flight at the kill", failed, inFlight)
+	}
+	if len(after) < 100 {
+		t.Fatalf("only %d reads after the kill", len(after))
+	}
+}
+
+// TestClusterStop: one of 3 nodes is stopped (SIGSTOP) under 16 clients:
+// every read still succeeds, and the slowest are bounded by the hedge
+// deadlines (the client's 250 ms for the next node, the node's
+// --peer-hedge for the store), not by a timeout.
+func TestClusterStop(t *testing.T) {
+	dir, chunks, _ := clusterStore(t)
+	nodes, _ := startCluster(t, dir+"?latency=10ms", 3, "--peer-hedge", "200ms")
+	warmCluster(t, nodes, chunks)
+	stop := make(chan struct{})
+	load, wg := startLoad(t, []string{nodes[0].http, nodes[1].http}, 16, chunks, stop)
+	time.Sleep(time.Second)
+	frozen := time.Now()
+	nodes[2].cmd.Process.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { nodes[2].cmd.Process.Signal(syscall.SIGCONT) })
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	nodes[2].cmd.Process.Signal(syscall.SIGCONT)
+	after := load.between(frozen, time.Time{})
+	p50, p99, worst := percentile(after, 0.5), percentile(after, 0.99), percentile(after, 1)
+	t.Logf("reads after SIGSTOP %d, failed %d, p50 %v, p99 %v, slowest %v; wrong %d", len(after), failures(after), p50, p99, worst, load.wrong.Load())
+	if load.wrong.Load() != 0 || failures(after) != 0 {
+		t.Fatalf("%d wrong, %d failed", load.wrong.Load(), failures(after))
+	}
+	if bound := 250*time.Millisecond + 200*time.Millisecond + 550*time.Millisecond; p99 > bound {
+		t.Fatalf("p99 %v after SIGSTOP, over the hedge bound %v", p99, bound)
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
