@@ -23,7 +23,10 @@ import (
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/client"
+	"github.com/chunkd/chunkd/cluster/ring"
 	"github.com/chunkd/chunkd/internal/doltfixtures"
+	"github.com/chunkd/chunkd/internal/testdb"
+	"github.com/chunkd/chunkd/store"
 )
 
 // clusterRemotes are the Dolt remotes in testdata a cluster test reads:
@@ -423,3 +426,147 @@ func TestClusterStop(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// cachedFiles returns the table files of db a node keeps on disk.
+func cachedFiles(t *testing.T, base, db string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get(base + api.DBPath(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info api.DBInfo
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, ti := range info.Tables {
+		if ti.State == api.StateCached {
+			out[ti.Name] = true
+		}
+	}
+	return out
+}
+
+// TestClusterJoin: a fourth node joins three that hold a database of 40
+// files: it takes about a quarter of them, exactly those the placement
+// gives it, and the others download nothing more.
+func TestClusterJoin(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := testdb.MustMake(t, st, "many", testdb.Options{Files: 40, Chunks: 16, ChunkSize: 1024})
+	chunks := map[string][]addr.Addr{"many": db.All()}
+	read := func(nodes []*node) {
+		t.Helper()
+		for _, nd := range nodes {
+			if _, err := readBatch(http.DefaultClient, nd.http, "many", db.All()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle := func(nodes []*node, want int) []map[string]bool {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var sets []map[string]bool
+			total := 0
+			for _, nd := range nodes {
+				s := cachedFiles(t, nd.http, "many")
+				sets = append(sets, s)
+				total += len(s)
+			}
+			if total >= want || time.Now().After(deadline) {
+				return sets
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ports := freePorts(t, 4)
+	var urls []string
+	for _, p := range ports {
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", p))
+	}
+	var nodes []*node
+	for i := range 3 {
+		nodes = append(nodes, startNode(t, dir, fmt.Sprintf("node-%d", i), ports[i], "--peers", strings.Join(urls[:3], ",")))
+	}
+	waitMembers(t, nodes, 3)
+	read(nodes)
+	before := settle(nodes, 40)
+	for i, s := range before {
+		t.Logf("node-%d keeps %d files", i, len(s))
+	}
+	nodes = append(nodes, startNode(t, dir, "node-3", ports[3], "--peers", strings.Join(urls, ",")))
+	waitMembers(t, nodes, 4)
+	read(nodes)
+	after := settle(nodes, 40+1)
+	time.Sleep(500 * time.Millisecond)
+	after = settle(nodes, 40+len(after[3]))
+	four := ring.New([]ring.Member{{ID: "node-0", Weight: 1}, {ID: "node-1", Weight: 1}, {ID: "node-2", Weight: 1}, {ID: "node-3", Weight: 1}})
+	want := 0
+	for _, f := range db.Files {
+		if four.Owner(f.Key) == "node-3" {
+			want++
+			if !after[3][f.Name] {
+				t.Errorf("file %s is node-3's by the placement but it did not download it", f.Name)
+			}
+		}
+	}
+	for i := range 3 {
+		if len(after[i]) != len(before[i]) {
+			t.Errorf("node-%d kept %d files before the join and %d after: it downloaded files it no longer owns", i, len(before[i]), len(after[i]))
+		}
+	}
+	moved := float64(len(after[3])) / float64(len(db.Files))
+	t.Logf("the fourth node took %d of %d files (%.2f; the placement gives it %d)", len(after[3]), len(db.Files), moved, want)
+	if len(after[3]) != want || moved < 0.1 || moved > 0.45 {
+		t.Fatalf("the fourth node took %d files (%.2f of them), want the %d the placement gives it, about a quarter", len(after[3]), moved, want)
+	}
+	_ = chunks
+}
+
+// TestClusterRollingRestart: each of 3 nodes in turn is stopped (SIGTERM)
+// and started again with its cache directory, under 16 clients: no read
+// fails.
+func TestClusterRollingRestart(t *testing.T) {
+	dir, chunks, _ := clusterStore(t)
+	storeURL := dir + "?latency=10ms"
+	ports := freePorts(t, 3)
+	var urls []string
+	for _, p := range ports {
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", p))
+	}
+	peers := strings.Join(urls, ",")
+	cacheDirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	start := func(i int) *node {
+		s := startService(t, storeURL, cacheDirs[i], "--node-id", fmt.Sprintf("node-%d", i), "--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--peers", peers)
+		return &node{serveProc: s, id: fmt.Sprintf("node-%d", i), port: ports[i]}
+	}
+	nodes := []*node{start(0), start(1), start(2)}
+	waitMembers(t, nodes, 3)
+	warmCluster(t, nodes, chunks)
+	stop := make(chan struct{})
+	load, wg := startLoad(t, urls, 16, chunks, stop)
+	for i := range nodes {
+		time.Sleep(500 * time.Millisecond)
+		nodes[i].stop()
+		nodes[i] = start(i)
+		waitMembers(t, nodes, 3)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	all := load.between(time.Time{}, time.Time{})
+	t.Logf("%d reads over the rolling restart, %d failed, %d wrong, p99 %v", len(all), failures(all), load.wrong.Load(), percentile(all, 0.99))
+	if failures(all) != 0 || load.wrong.Load() != 0 {
+		for _, r := range all {
+			if r.err != nil {
+				t.Log(r.err)
+			}
+		}
+		t.Fatalf("%d reads failed, %d wrong", failures(all), load.wrong.Load())
+	}
+}
