@@ -570,3 +570,38 @@ func TestClusterRollingRestart(t *testing.T) {
 		t.Fatalf("%d reads failed, %d wrong", failures(all), load.wrong.Load())
 	}
 }
+
+// TestClusterGossip: nodes that know only one gossip address (--join)
+// find each other, and when one stops the others take it out at once (it
+// leaves the gossip), then serve its files themselves.
+func TestClusterGossip(t *testing.T) {
+	dir, chunks, _ := clusterStore(t)
+	ports := freePorts(t, 6)
+	gossip := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[3+i]) }
+	var nodes []*node
+	for i := range 3 {
+		args := []string{"--gossip-listen", gossip(i)}
+		if i > 0 {
+			args = append(args, "--join", gossip(0))
+		}
+		nodes = append(nodes, startNode(t, dir, fmt.Sprintf("node-%d", i), ports[i], args...))
+	}
+	waitMembers(t, nodes, 3)
+	for _, m := range clusterInfo(t, nodes[1].http).Members {
+		if m.Source != "self" && m.Source != "gossip" && m.Source != "hello" {
+			t.Errorf("member %s found by %q", m.ID, m.Source)
+		}
+	}
+	warmCluster(t, nodes, chunks)
+	nodes[2].stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for upCount(clusterInfo(t, nodes[0].http)) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("node-0 still sees %+v", clusterInfo(t, nodes[0].http))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if wrong, failed := storm(t, nodes[:2], 2, 512, chunks, func(c int) string { return nodes[c].http }); wrong+failed != 0 {
+		t.Fatalf("after node-2 left: %d wrong, %d failed", wrong, failed)
+	}
+}
