@@ -16,6 +16,12 @@ const (
 // ClusterFilesPath returns the path of database db's routing table.
 func ClusterFilesPath(db string) string { return "/v1/cluster/dbs/" + escapeDB(db) + "/files" }
 
+// HeaderCluster is the response header by which a node of a cluster
+// says so, on every answer of its HTTP API: its value is the placement
+// (ring.Version). A client that sees it learns the members and routes its
+// reads (package client); a service alone never sends it.
+const HeaderCluster = "Chunkd-Cluster"
+
 // The states of a ClusterMember.
 const (
 	MemberUp   = "up"   // answering; in the placement

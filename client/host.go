@@ -47,7 +47,7 @@ func (c *Client) findLocalDir(ctx context.Context) error {
 	case c.svc == nil:
 		return nil
 	}
-	h, ok := c.svc.(*httpService)
+	h, ok := httpOf(c.svc)
 	if !ok { // gRPC: no host info to prove the directory by
 		if dir != "" {
 			if _, err := os.Stat(filepath.Join(dir, api.CacheLayoutFile)); err != nil {

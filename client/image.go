@@ -71,7 +71,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // OpenImage registers the image of addrs, each chunk slotSize bytes, with
 // the same-host cache service, and maps its files: one request.
 func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr) (*Image, error) {
-	h, ok := c.svc.(*httpService)
+	h, ok := httpOf(c.svc)
 	if !ok || c.opts.LocalDir == "" {
 		return nil, ErrNoImage
 	}
@@ -101,7 +101,7 @@ func (c *Client) OpenImage(ctx context.Context, slotSize int, addrs []addr.Addr)
 // image, whose shape (Slots, SlotSize) the caller checks against the
 // root chunk.
 func (c *Client) OpenVersionImage(ctx context.Context, root addr.Addr) (addr.Addr, []byte, *Image, error) {
-	h, ok := c.svc.(*httpService)
+	h, ok := httpOf(c.svc)
 	if !ok || c.opts.LocalDir == "" {
 		return addr.Addr{}, nil, nil, ErrNoImage
 	}

@@ -81,6 +81,10 @@ type leanClient struct {
 	mu     sync.Mutex
 	idle   []*leanConn // most recently used last
 	closed bool
+
+	// cluster is called when an answer says the service is a node of a
+	// cluster (api.HeaderCluster); nil: not asked.
+	cluster func()
 }
 
 // leanConn is one connection; it belongs to one request at a time.
@@ -502,6 +506,8 @@ func (lc *leanConn) readHead(first bool) (leanHead, error) {
 					h.close = true
 				}
 			}
+		case lc.l.cluster != nil && bytes.EqualFold(name, []byte(api.HeaderCluster)):
+			lc.l.cluster()
 		case bytes.EqualFold(name, []byte(api.HeaderTier)):
 			h.tier, _ = api.ParseTier(string(value)) // unknown: TierUnspecified
 		}

@@ -19,7 +19,7 @@ import (
 // expects as it opens the version from them. It makes the client a
 // sqlchunks.SetReader.
 func (c *Client) ReadOpenSet(ctx context.Context, root addr.Addr, pages bool) (addr.Addr, [][]byte, error) {
-	h, ok := c.svc.(*httpService)
+	h, ok := httpOf(c.svc)
 	if !ok || !c.backoff.allow() {
 		return addr.Addr{}, nil, fmt.Errorf("client: no HTTP cache service to ask for an open set")
 	}

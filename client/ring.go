@@ -25,7 +25,8 @@ import (
 // placement the nodes use (cluster/ring), so a read costs the client one
 // hop and the cluster none. It learns the members from the service it was
 // given (GET /v1/cluster) and the database's files from its routing table
-// (GET /v1/cluster/dbs/{db}/files); until it has both, and for a chunk
+// (GET /v1/cluster/dbs/{db}/files), once an answer of that service says
+// it is in a cluster (api.HeaderCluster); until it has both, and for a chunk
 // no file of the table holds, it asks that service, which forwards. A
 // node that fails to answer is skipped (1 s, doubling to 30 s) for the
 // next in the chunk's order; a node silent for memberHedge is given up
@@ -45,10 +46,11 @@ type ringService struct {
 	loaded  time.Time              // when files was loaded
 	misses  atomic.Int64           // chunks no file of files held, since loaded
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	routed atomic.Int64 // requests sent to an owner
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	startOnce sync.Once
+	routed    atomic.Int64 // requests sent to an owner
 }
 
 // memberHedge is how long a read waits for a node before it asks the next
@@ -75,7 +77,11 @@ type routeFiles struct {
 func newRingService(entry *httpService, db string, auth serviceAuth, sp *spin.Policy, conc int, log func(string, ...any)) *ringService {
 	r := &ringService{entry: entry, db: db, auth: auth, sp: sp, conc: conc, log: log, members: map[string]*ringMember{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.wg.Go(r.keepFresh)
+	// The members are asked for once an answer of the service says it is
+	// in a cluster: a service alone is asked nothing more than before.
+	entry.onCluster(func() {
+		r.startOnce.Do(func() { r.wg.Go(r.keepFresh) })
+	})
 	return r
 }
 
@@ -402,4 +408,17 @@ func (h *httpService) getJSON(ctx context.Context, path string, v any) error {
 		return statusError(h.base, resp)
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 1<<30)).Decode(v)
+}
+
+// httpOf returns the HTTP service a client talks to (the entry of a
+// cluster), for what only the service given answers: its host, its page
+// images and open sets.
+func httpOf(s service) (*httpService, bool) {
+	switch s := s.(type) {
+	case *httpService:
+		return s, true
+	case *ringService:
+		return s.entry, true
+	}
+	return nil, false
 }

@@ -101,6 +101,25 @@ type httpService struct {
 	tr    *http.Transport
 	token string      // "" sends no Authorization header
 	lean  *leanClient // nil: every request through net/http
+	// cluster is called when an answer says the service is a node of a
+	// cluster (api.HeaderCluster); nil: not asked.
+	cluster func()
+}
+
+// sawCluster calls h.cluster if resp says the service is in a cluster.
+func (h *httpService) sawCluster(resp *http.Response) {
+	if h.cluster != nil && resp.Header.Get(api.HeaderCluster) != "" {
+		h.cluster()
+	}
+}
+
+// onCluster makes fn be called when an answer says the service is a node
+// of a cluster.
+func (h *httpService) onCluster(fn func()) {
+	h.cluster = fn
+	if h.lean != nil {
+		h.lean.cluster = fn
+	}
 }
 
 func newHTTPService(u *url.URL, db string, concurrency int, tlsCfg *tls.Config, token string, sp *spin.Policy) *httpService {
@@ -184,6 +203,7 @@ func (h *httpService) getNet(ctx context.Context, a addr.Addr) (reply, error) {
 		return reply{}, &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
 	}
 	defer drain(resp.Body)
+	h.sawCluster(resp)
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound: // no such chunk, or no such database
@@ -215,6 +235,7 @@ func (h *httpService) root(ctx context.Context, fresh bool) (addr.Addr, error) {
 		return addr.Addr{}, fmt.Errorf("cache service %s: %w", h.base, err)
 	}
 	defer drain(resp.Body)
+	h.sawCluster(resp)
 	if resp.StatusCode == http.StatusNotFound {
 		return addr.Addr{}, fmt.Errorf("cache service %s: %w: %w", h.base, ErrNoDatabase, api.ReadError(resp))
 	}
@@ -291,6 +312,7 @@ func (h *httpService) getManyNet(ctx context.Context, as []addr.Addr, fn func(j 
 		return &serviceError{conn: true, err: fmt.Errorf("cache service %s: %w", h.base, err)}
 	}
 	defer drain(resp.Body)
+	h.sawCluster(resp)
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound: // no such database

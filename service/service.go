@@ -17,9 +17,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/auth"
 	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/cluster"
+	"github.com/chunkd/chunkd/cluster/ring"
 	"github.com/chunkd/chunkd/doltremote"
 	"github.com/chunkd/chunkd/grpcapi"
 	"github.com/chunkd/chunkd/httpapi"
@@ -191,10 +193,25 @@ func Start(cfg Config) (s *Service, err error) {
 	if cfg.TLS != nil {
 		hl = tls.NewListener(hl, cfg.TLS)
 	}
+	var handler http.Handler = h
+	fast := h.ServeFast
+	if s.Node != nil {
+		// Every answer says the node is in a cluster, so a client learns
+		// to route its reads with no request of its own.
+		mark := []string{ring.Version}
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header()[api.HeaderCluster] = mark
+			h.ServeHTTP(w, r)
+		})
+		fast = func(w http.ResponseWriter, r *http.Request) bool {
+			w.Header()[api.HeaderCluster] = mark
+			return h.ServeFast(w, r)
+		}
+	}
 	s.http = &httpapi.HTTP1{
-		Server: &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, cfg.ClientTimeout), ReadTimeout: cfg.ClientTimeout,
+		Server: &http.Server{Handler: handler, ReadHeaderTimeout: min(10*time.Second, cfg.ClientTimeout), ReadTimeout: cfg.ClientTimeout,
 			IdleTimeout: cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)},
-		Fast: h.ServeFast, Spin: cfg.Spin,
+		Fast: fast, Spin: cfg.Spin,
 	}
 	cfg.Registry.MustRegister(s.http.SpinMetrics()...)
 	go func() { s.errc <- s.http.Serve(hl) }()

@@ -605,3 +605,42 @@ func TestClusterGossip(t *testing.T) {
 		t.Fatalf("after node-2 left: %d wrong, %d failed", wrong, failed)
 	}
 }
+
+// TestClusterRingClient: a Go client that enters by one node reads each
+// chunk from its file's owner (no node forwards a read), and one told not
+// to route (NoRouting) costs one forward per chunk of another node's file.
+func TestClusterRingClient(t *testing.T) {
+	dir, chunks, _ := clusterStore(t)
+	nodes, _ := startCluster(t, dir, 3, "--mem", "1KiB") // no memory tier: a node's reads of others' files are forwarded
+	warmCluster(t, nodes, chunks)
+	forwards := func() float64 {
+		return sumMetric(nodes, `chunkd_cluster_forwards_total{result="peer"}`) + sumMetric(nodes, `chunkd_cluster_forwards_total{result="store"}`) + sumMetric(nodes, `chunkd_cluster_forwards_total{result="hedge_store"}`)
+	}
+	for _, noRouting := range []bool{false, true} {
+		cl, err := client.Open(context.Background(), client.Options{Service: nodes[0].http, DB: "remote-classic", MemBytes: -1, NoRouting: noRouting, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := chunks["remote-classic"]
+		if _, err := cl.Get(context.Background(), as[0]); err != nil { // its answer says "cluster"
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // the members and the routing table arrive
+		before := forwards()
+		for _, a := range as {
+			data, err := cl.Get(context.Background(), a)
+			if err != nil || addr.Of(data) != a {
+				t.Fatalf("%s: %v", a, err)
+			}
+		}
+		extra := forwards() - before
+		cl.Close()
+		t.Logf("NoRouting %v: %d reads, %v forwarded by a node", noRouting, len(as), extra)
+		if !noRouting && extra != 0 {
+			t.Fatalf("a routing client's reads were forwarded %v times", extra)
+		}
+		if noRouting && extra == 0 {
+			t.Fatalf("no read of a client that does not route was forwarded: the test shows nothing")
+		}
+	}
+}
