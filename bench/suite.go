@@ -60,6 +60,7 @@ func init() {
 		{name: "sql", run: runSQL, baseline: pathLocal, synopsis: "the seed's SQL queries (join, point lookups, aggregate): local file vs store directly vs service cold and warm"},
 		{name: "sysbench", run: runSysbench, baseline: pathLocal, threads: "threads", synopsis: "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"},
 		{name: "clone", run: runClone, baseline: pathStoreDirect, threads: "clients", unit: "MB/s", synopsis: "Dolt clones through the service (the requests dolt clone makes, replayed) against from the store: cold and warm clone times, store bytes per clone"},
+		{name: "cluster", run: runCluster, threads: "clients", synopsis: "3 chunkd serve processes as one cache (--peers) beside one alone: store bytes per file byte in a cold storm of 16 clients, warm p50/p99 routed, through a node and alone, extra hops per read, failed reads when one node is killed"},
 		{name: "title5", run: runTitle5, baseline: pathLocal, threads: "threads", unit: "tps", synopsis: "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"},
 	} {
 		Register(s)

@@ -97,7 +97,7 @@ type Config struct {
 	ProbeInterval, ProbeTimeout time.Duration
 	// HedgeAfter is how long a read forwarded to a file's owner waits for
 	// the owner's next sign of life (its answer's head, a frame or a
-	// keep-alive) before the store is read too (default 200 ms).
+	// keep-alive) before the store is read too (default 1 s).
 	HedgeAfter time.Duration
 
 	Logger   *slog.Logger
@@ -126,7 +126,7 @@ func (c *Config) setDefaults() error {
 		c.ProbeTimeout = time.Second
 	}
 	if c.HedgeAfter <= 0 {
-		c.HedgeAfter = 200 * time.Millisecond
+		c.HedgeAfter = time.Second
 	}
 	if len(c.Join) > 0 && c.GossipListen == "" {
 		c.GossipListen = "127.0.0.1:7946"

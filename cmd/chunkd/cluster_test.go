@@ -234,7 +234,7 @@ func sumMetric(nodes []*node, sample string) float64 {
 // three services alone would read each three times).
 func TestClusterColdStorm(t *testing.T) {
 	dir, chunks, fileBytes := clusterStore(t)
-	nodes, _ := startCluster(t, dir+"?latency=10ms", 3, "--peer-hedge=500ms")
+	nodes, _ := startCluster(t, dir+"?latency=30ms", 3)
 	wrong, failed := storm(t, nodes, 16, 256, chunks, func(c int) string { return nodes[c%3].http })
 	time.Sleep(6 * time.Second) // the shared reads linger 5 s before they count what no download took
 	if wrong != 0 || failed != 0 {

@@ -29,7 +29,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.StringVar(&c.nodeID, "node-id", "", "this node's stable id in a cluster; files are placed by it (default: one kept in --cache-dir/"+cluster.NodeIDFile+")")
 	fs.StringVar(&c.advertise, "advertise", "", "the HTTP URL the other nodes and clients reach this node at (default http(s)://--listen)")
 	fs.StringVar(&c.secretFile, "cluster-secret-file", "", "a file holding the cluster's shared secret: it authenticates the nodes to each other and encrypts the gossip (or use --tls-client-ca)")
-	fs.DurationVar(&c.hedge, "peer-hedge", 200*time.Millisecond, "how long a read forwarded to a file's owner waits for a sign of life before the store is read too")
+	fs.DurationVar(&c.hedge, "peer-hedge", time.Second, "how long a read forwarded to a file's owner waits for a sign of life before the store is read too")
 	fs.DurationVar(&c.probe, "peer-probe", time.Second, "how often each other node is probed")
 	return c
 }
