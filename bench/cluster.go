@@ -424,4 +424,3 @@ func (rig *clusterRig) load(ctx context.Context, name string, urls []string, cli
 	}
 	return p
 }
-
