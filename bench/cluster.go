@@ -265,10 +265,30 @@ func (rig *clusterRig) sumMetric(cs []*child, name string) float64 {
 	return sum
 }
 
-func (rig *clusterRig) forwards() float64 {
-	return rig.sumMetric(rig.nodes, `chunkd_cluster_forwards_total{result="peer"}`) +
-		rig.sumMetric(rig.nodes, `chunkd_cluster_forwards_total{result="store"}`) +
-		rig.sumMetric(rig.nodes, `chunkd_cluster_forwards_total{result="hedge_store"}`)
+// forwards returns each node's forwarded reads so far (nodes that do not
+// answer, killed say, are left out).
+func (rig *clusterRig) forwards() map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range rig.nodes {
+		s, err := scrapeMetrics(context.Background(), rig.hc, c.url+"/metrics")
+		if err != nil {
+			continue
+		}
+		out[c.url] = s[`chunkd_cluster_forwards_total{result="peer"}`] + s[`chunkd_cluster_forwards_total{result="store"}`] + s[`chunkd_cluster_forwards_total{result="hedge_store"}`]
+	}
+	return out
+}
+
+// forwardedSince sums the forwards since before, over the nodes that
+// answered both times.
+func (rig *clusterRig) forwardedSince(before map[string]float64) float64 {
+	var sum float64
+	for u, v := range rig.forwards() {
+		if b, ok := before[u]; ok {
+			sum += v - b
+		}
+	}
+	return sum
 }
 
 // storm has clients read every chunk of every remote, entering by the
@@ -417,7 +437,7 @@ func (rig *clusterRig) load(ctx context.Context, name string, urls []string, cli
 	}
 	p.reads, p.wrong = int64(len(all)), wrong.Load()
 	if p.reads > 0 {
-		p.hops = (rig.forwards() - before) / float64(p.reads)
+		p.hops = rig.forwardedSince(before) / float64(p.reads)
 	}
 	if during != nil {
 		p.note = fmt.Sprintf("%d reads were in flight at the kill, %d failed in the phase", inFlight, p.failed)
