@@ -55,6 +55,7 @@ var suiteReportWants = map[string][]string{
 	"clone":     {"Store reads per clone", "| service-warm | 1 | 0 B | 0.00 |", "`store-direct`", "store_bytes_per_clone"},
 	"chunks":    {"chunkd vs nginx proxy_cache", "| serve-memory |", "Disk reads per disk-served chunk"},
 	"lifecycle": {"Store bytes per import", "| unchanged file | 0 B |", "## gc", "Publish lag and the writer beside it", "p99_over_alone"},
+	"cluster":   {"Cold storm", "| kill -9 of one node, routing clients |", "the files' bytes", "extra hops per read", "in flight at the kill"},
 	"title5":    {"hit ratios per tier", "| threads |", "tps", "Where the pages came from", "| service requests per op |", "`store-direct`", "hit_ratio", "service_requests_per_op"},
 }
 

@@ -66,6 +66,7 @@ type clusterPhase struct {
 	lat           []time.Duration
 	hops          float64 // forwarded reads per read (nodes' counters)
 	note          string
+	elapsed       time.Duration
 }
 
 func runCluster(ctx context.Context, r *Runner) error {
@@ -116,6 +117,10 @@ func runCluster(ctx context.Context, r *Runner) error {
 	var b strings.Builder
 	b.WriteString("| phase | reads | failed | wrong | p50 | p99 | extra hops per read |\n|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range phases {
+		lat := slices.Clone(p.lat)
+		slices.Sort(lat)
+		rep.Add(Summarize(rep.Suite, "cluster", p.name, 16, []Stats{Sample{Lat: lat, Elapsed: p.elapsed}.Stats()}))
+		rep.Samples("cluster", p.name, 16, lat)
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %v | %v | %.3f |\n", p.name, p.reads, p.failed, p.wrong, pct(p.lat, 0.5), pct(p.lat, 0.99), p.hops)
 		rep.Metric("cluster", p.name, 16, "p50_us", float64(pct(p.lat, 0.5).Microseconds()))
 		rep.Metric("cluster", p.name, 16, "p99_us", float64(pct(p.lat, 0.99).Microseconds()))
@@ -180,6 +185,14 @@ func (rig *clusterRig) prepare() error {
 		}
 	}
 	rig.storeURL = fmt.Sprintf("%s?latency=%v", rig.storeDir, rig.r.Config.rtt())
+	if bw := rig.r.Config.Bandwidth; bw > 0 {
+		rig.storeURL += fmt.Sprintf("&bandwidth=%d", bw)
+	}
+	env := rig.r.Report.Env
+	env.Set("data set", "the Dolt remotes in testdata (%s): %s of table files", strings.Join(clusterRemotes, ", "), humanBytes(rig.fileBytes))
+	env.Set("store", "local folder (file://) under %s, read through %s", rig.storeDir, storeEmulation(rig.r.Config.rtt(), rig.r.Config.Bandwidth))
+	env.Set("service", "3 chunkd serve processes on 127.0.0.1 with --peers (node-0..2), and one alone; default flags otherwise (--peer-hedge 1s, --mem 256MiB)")
+	env.Set("clients", "16 per phase, in this process: HTTP batches of 256 (cold), client.Client single-chunk reads (warm, kill)")
 	return nil
 }
 
@@ -295,6 +308,8 @@ func (rig *clusterRig) forwardedSince(before map[string]float64) float64 {
 // URLs in turn, in batches of 256.
 func (rig *clusterRig) storm(name string, urls []string, clients int) clusterPhase {
 	p := clusterPhase{name: name}
+	began := time.Now()
+	defer func() { p.elapsed = time.Since(began) }()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var wrong, failed, reads atomic.Int64
@@ -325,6 +340,7 @@ func (rig *clusterRig) storm(name string, urls []string, clients int) clusterPha
 	wg.Wait()
 	p.reads, p.failed, p.wrong = reads.Load(), failed.Load(), wrong.Load()
 	p.note = "latency per batch of 256"
+	p.elapsed = time.Since(began)
 	return p
 }
 
@@ -435,7 +451,7 @@ func (rig *clusterRig) load(ctx context.Context, name string, urls []string, cli
 			inFlight++
 		}
 	}
-	p.reads, p.wrong = int64(len(all)), wrong.Load()
+	p.reads, p.wrong, p.elapsed = int64(len(all)), wrong.Load(), d
 	if p.reads > 0 {
 		p.hops = rig.forwardedSince(before) / float64(p.reads)
 	}
