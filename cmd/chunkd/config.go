@@ -49,6 +49,8 @@ var otherVariables = map[string]bool{
 	"CHUNKD_BENCH_BARE_SERVER":  true, // benchmarks: a bare server to compare with
 	"CHUNKD_KILLED_WRITER":      true, // tests: the process is a writer a test kills
 	"CHUNKD_FOLDER_TEST_WRITER": true, // tests: likewise, for the folder store
+	"CHUNKD_FAILPOINT":          true, // tests: where chunkd gc stops (TestGCCrash)
+	"CHUNKD_BANK":               true, // tests: the process is a bank workload's writer or reader
 }
 
 // layered records where each flag's value came from.
