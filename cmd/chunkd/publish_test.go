@@ -93,6 +93,9 @@ func publishBank(t *testing.T, wal bool) {
 	// chunkd gc beside it, again and again.
 	gcDone := make(chan struct{})
 	stopGC := make(chan struct{})
+	var stopOnce sync.Once
+	stopGCs := func() { stopOnce.Do(func() { close(stopGC) }); <-gcDone }
+	t.Cleanup(stopGCs) // a failure below must not leave it logging after the test
 	go func() {
 		defer close(gcDone)
 		for {
@@ -155,8 +158,7 @@ func publishBank(t *testing.T, wal bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	close(stopGC)
-	<-gcDone
+	stopGCs()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.cmd.Wait(); err != nil || !strings.Contains(p.out.String(), "published ") {
 		t.Fatalf("publish after SIGTERM: %v\n%s%s", err, p.out.String(), p.err.String())

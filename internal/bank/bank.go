@@ -155,15 +155,15 @@ func StartWriter(path string, rate int) (*Writer, error) {
 }
 
 // Commits gives the writer's commits as it makes them; closed when it
-// has stopped.
+// has stopped. The caller reads it to the end: it holds up to 65536
+// commits unread, and then the writer waits.
 func (w *Writer) Commits() <-chan Commit { return w.commits }
 
 // Stop stops the writer (SIGTERM: it finishes its transaction) and
-// waits for it.
+// waits for it. It leaves Commits to its reader: reading it here too
+// would take commits the reader never sees.
 func (w *Writer) Stop() error {
 	w.cmd.Process.Signal(syscall.SIGTERM)
-	for range w.commits {
-	}
 	return <-w.done
 }
 
