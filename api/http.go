@@ -113,9 +113,27 @@ type Error struct {
 	// docs/service.md's error table does ("unknown database", "no such
 	// version", ...); "" from a service that does not say.
 	Kind string `json:"kind,omitempty"`
+	// SQLite is SQLite's own account of a query's error (the query API).
+	SQLite *SQLiteError `json:"sqlite,omitempty"`
 	// Code is the HTTP status code the error came with. It is not part of
 	// the JSON body; ReadError fills it in.
 	Code int `json:"-"`
+}
+
+// SQLiteError is SQLite's account of an error: its result code and its
+// name, its message, and where in the statement it is.
+type SQLiteError struct {
+	// Code is the primary result code (1 for SQLITE_ERROR, 9
+	// SQLITE_INTERRUPT, 23 SQLITE_AUTH, ...), ExtendedCode the extended
+	// one, and Name the code's name ("SQLITE_ERROR").
+	Code         int    `json:"code"`
+	ExtendedCode int    `json:"extended_code"`
+	Name         string `json:"name"`
+	// Message is SQLite's message ("no such table: x").
+	Message string `json:"message"`
+	// Offset is where in the SQL text the error is, in bytes, if SQLite
+	// says (else absent).
+	Offset *int `json:"offset,omitempty"`
 }
 
 // Error returns the message, after the status code when there is one.
@@ -133,7 +151,12 @@ func WriteError(w http.ResponseWriter, code int, msg string) {
 
 // WriteErrorKind is WriteError with the error's kind (Error.Kind).
 func WriteErrorKind(w http.ResponseWriter, code int, kind, msg string) {
-	body, err := json.Marshal(Error{Message: msg, Kind: kind})
+	WriteErrorBody(w, code, &Error{Message: msg, Kind: kind})
+}
+
+// WriteErrorBody answers with status code and e as the JSON body.
+func WriteErrorBody(w http.ResponseWriter, code int, e *Error) {
+	body, err := json.Marshal(e)
 	if err != nil { // cannot happen for a string, but never send nothing
 		body = []byte(`{"error":"internal error"}`)
 	}
@@ -171,7 +194,7 @@ func ReadError(resp *http.Response) *Error {
 	}
 	var parsed Error
 	if json.Unmarshal(body, &parsed) == nil && parsed.Message != "" {
-		e.Message, e.Kind = parsed.Message, parsed.Kind
+		e.Message, e.Kind, e.SQLite = parsed.Message, parsed.Kind, parsed.SQLite
 		return e
 	}
 	text, _, _ := strings.Cut(string(bytes.TrimSpace(body)), "\n")
