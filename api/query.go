@@ -117,6 +117,24 @@ func (p *Params) UnmarshalJSON(b []byte) error {
 	return errors.New("params: want a JSON array (for ? parameters) or object (for :name ones)")
 }
 
+// VersionInfo is one version of a chunkd SQLite database, as
+// PatternVersions lists them.
+type VersionInfo struct {
+	// Root names the version (a query's at=), Parent the one before it
+	// ("" for the first).
+	Root   string `json:"root"`
+	Parent string `json:"parent,omitempty"`
+	// Time is when it was published (RFC 3339), Message what its import
+	// said.
+	Time    string `json:"time"`
+	Message string `json:"message,omitempty"`
+	// PageSize and Pages are the database file's.
+	PageSize int   `json:"page_size"`
+	Pages    int64 `json:"pages"`
+	// Current marks the version the service reads for "current".
+	Current bool `json:"current,omitempty"`
+}
+
 // QueryColumn is a result column: its name, and the type its table
 // declares ("" for an expression).
 type QueryColumn struct {

@@ -322,3 +322,20 @@ func (im *image) write(i int, data []byte) error {
 }
 
 var errImageEvicted = errors.New("image evicted")
+
+// read copies slot i into p if it is filled and its bytes match their
+// CRC, and reports whether it did: how the service's own queries read
+// an image (a version it opened, versions.go).
+func (im *image) read(i int, p []byte) bool {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if im.entries == nil || i < 0 || i >= len(im.addrs) || len(p) < im.slotSize {
+		return false
+	}
+	e := atomic.LoadUint64(im.entry(i))
+	if e&api.ImageSlotFilled == 0 {
+		return false
+	}
+	n, _ := im.data.ReadAt(p[:im.slotSize], int64(i)*int64(im.slotSize))
+	return n == im.slotSize && crc32.Checksum(p[:n], castagnoli) == uint32(e)
+}

@@ -1,14 +1,19 @@
 package sqlserve
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/auth"
 	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/httpapi"
+	"github.com/chunkd/chunkd/sqlchunks"
 )
 
 // Routes are the server's routes on the HTTP API, each reading the
@@ -20,7 +25,64 @@ func (s *Server) Routes() []httpapi.Route {
 		{Pattern: api.PatternImages, Handler: http.HandlerFunc(s.registerImageRoute), Need: auth.DBToken, Metric: "http_register_image"},
 		{Pattern: api.PatternImage, Handler: http.HandlerFunc(s.getImage), Need: auth.DBToken, Metric: "http_get_image"},
 		{Pattern: api.PatternImageFill, Handler: http.HandlerFunc(s.fillImageRoute), Need: auth.DBToken, Metric: "http_fill_image"},
+		{Pattern: api.PatternQuery, Handler: http.HandlerFunc(s.queryGet), Need: auth.DBToken, Metric: "http_query"},
+		{Pattern: api.PatternQueryPost, Handler: http.HandlerFunc(s.queryPost), Need: auth.DBToken, Metric: "http_query"},
+		{Pattern: api.PatternVersions, Handler: http.HandlerFunc(s.versionsRoute), Need: auth.DBToken, Metric: "http_versions"},
 	}
+}
+
+// versionsRoute answers a database's versions, newest first
+// (api.PatternVersions).
+func (s *Server) versionsRoute(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			httpapi.WriteError(w, cache.Errorf(cache.KindBadRequest, nil, "bad limit %q: a positive number", v))
+			return
+		}
+		limit = n
+	}
+	vs, err := s.Versions(r.Context(), r.PathValue("db"), limit)
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	httpapi.WriteJSON(w, vs)
+}
+
+// Versions lists the versions of database db from the current one back,
+// at most limit of them.
+func (s *Server) Versions(ctx context.Context, db string, limit int) ([]api.VersionInfo, error) {
+	if err := s.c.LoadDB(ctx, db); err != nil {
+		return nil, err
+	}
+	info, err := s.c.Root(ctx, db, false)
+	if err != nil {
+		return nil, err
+	}
+	head, err := addr.Parse(info.Root)
+	if err != nil {
+		return nil, fmt.Errorf("database %q: root: %w", db, err)
+	}
+	if head.IsEmpty() {
+		return []api.VersionInfo{}, nil
+	}
+	log, err := sqlchunks.Log(ctx, cacheReader{s.c, db}, head, limit)
+	if err != nil && len(log) == 0 {
+		if cache.KindOf(err) == cache.KindInternal {
+			err = cache.Errorf(cache.KindBadRequest, err, "database %q: not a chunkd SQLite database", db)
+		}
+		return nil, err
+	}
+	out := make([]api.VersionInfo, len(log))
+	for i, v := range log {
+		out[i] = api.VersionInfo{Root: v.Root.String(), Time: v.Time.UTC().Format(time.RFC3339), Message: v.Message, PageSize: v.PageSize, Pages: v.Pages, Current: i == 0}
+		if !v.Parent.IsEmpty() {
+			out[i].Parent = v.Parent.String()
+		}
+	}
+	return out, nil
 }
 
 // queryRoot reads the root a query names (root=ROOT; none: the zero

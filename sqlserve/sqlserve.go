@@ -20,6 +20,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/internal/prom"
@@ -37,6 +38,23 @@ type Config struct {
 	ImageBytes int64
 	Logger     *slog.Logger
 	Registry   prometheus.Registerer // default: a new registry
+
+	// QueryTimeout bounds a query of the query API: a statement still
+	// running then is interrupted (default 10 s).
+	QueryTimeout time.Duration
+	// QueryMaxRows and QueryMaxBytes bound a query's answer: the rows
+	// stop before the one past either, and the answer says it was
+	// truncated (defaults 100,000 rows and 64 MiB).
+	QueryMaxRows  int
+	QueryMaxBytes int64
+	// ResultBytes bounds the result cache (default 64 MiB); negative
+	// turns it off.
+	ResultBytes int64
+	// ConnsPerVersion is the size of each open version's pool of
+	// connections (default 4), and OpenVersions how many versions stay
+	// open (default 8).
+	ConnsPerVersion int
+	OpenVersions    int
 }
 
 // Server serves SQLite versions' open sets and page images over a cache.
@@ -46,6 +64,11 @@ type Server struct {
 	images    *images
 	sets      openSets
 	collected collected // versions chunkd gc collected, per database
+
+	limits   queryLimits
+	versions *versions
+	results  *results // nil when off
+	metrics  queryMetrics
 
 	ctx    context.Context // canceled by Close: stops background fills
 	cancel context.CancelFunc
@@ -68,12 +91,38 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	gauge := prom.Registry{Registerer: cfg.Registry}.Gauge("chunkd_image_bytes", "Bytes of page images (slots) in the cache directory, filled or not.")
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = 10 * time.Second
+	}
+	if cfg.QueryMaxRows <= 0 {
+		cfg.QueryMaxRows = 100_000
+	}
+	if cfg.QueryMaxBytes <= 0 {
+		cfg.QueryMaxBytes = 64 << 20
+	}
+	if cfg.ResultBytes == 0 {
+		cfg.ResultBytes = 64 << 20
+	}
+	if cfg.ConnsPerVersion <= 0 {
+		cfg.ConnsPerVersion = 4
+	}
+	if cfg.OpenVersions <= 0 {
+		cfg.OpenVersions = 8
+	}
+	reg := prom.Registry{Registerer: cfg.Registry}
+	gauge := reg.Gauge("chunkd_image_bytes", "Bytes of page images (slots) in the cache directory, filled or not.")
 	is, err := openImages(cfg.CacheDir, cfg.ImageBytes, gauge)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{c: cfg.Cache, log: cfg.Logger, images: is}
+	s := &Server{c: cfg.Cache, log: cfg.Logger, images: is,
+		limits: queryLimits{timeout: cfg.QueryTimeout, maxRows: cfg.QueryMaxRows, maxBytes: cfg.QueryMaxBytes}}
+	if s.results, err = newResults(cfg.ResultBytes); err != nil {
+		is.close()
+		return nil, err
+	}
+	s.versions = newVersions(s, cfg.ConnsPerVersion, cfg.OpenVersions)
+	s.metrics = newQueryMetrics(reg, s.results)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -83,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Close() error {
 	s.cancel()
 	s.wg.Wait()
+	s.versions.close()
 	s.images.close()
 	return nil
 }
