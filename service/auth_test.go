@@ -131,6 +131,13 @@ func TestAuthHTTP(t *testing.T) {
 		// remote refuses an unsigned URL itself).
 		{"GET", api.OpenSetPath("db1", addr.Addr{}, false, true), nil, [4]int{401, 401, 403, 400}},
 		{"GET", api.ImagePath("db1", "nosuch"), nil, [4]int{401, 401, 403, 404}},
+		{"GET", api.QueryPath("db1") + "?sql=SELECT+1", nil, [4]int{401, 401, 403, 400}},
+		{"POST", api.QueryPath("db1"), []byte(`{"sql":"SELECT 1"}`), [4]int{401, 401, 403, 400}},
+		{"GET", api.VersionsPath("db1"), nil, [4]int{401, 401, 403, 400}},
+		// The console's page holds no data: it reads through the API with
+		// the visitor's token.
+		{"GET", "/", nil, [4]int{200, 200, 200, 200}},
+		{"GET", "/console/console.js", nil, [4]int{200, 200, 200, 200}},
 		{"GET", "/dolt/v1/db1/" + strings.Repeat("0", 32), nil, [4]int{403, 403, 403, 403}},
 		{"GET", "/metrics", nil, [4]int{401, 401, 200, 200}},
 		{"GET", "/healthz", nil, [4]int{200, 200, 200, 200}},

@@ -1,10 +1,10 @@
 // Package service assembles chunkd's cache service from its parts and
 // runs it on its listeners: the cache core (package cache) over HTTP,
 // with the fast path for reads of one chunk (httpapi), and over gRPC
-// (grpcapi); SQLite's open sets and page images (sqlserve); the
-// read-only Dolt remote (doltremote). "chunkd serve" is its flags and
-// signals around Start; the demo, the benchmarks and the tests start the
-// same service.
+// (grpcapi); SQLite's open sets, page images and query API (sqlserve);
+// the web console (console); the read-only Dolt remote (doltremote).
+// "chunkd serve" is its flags and signals around Start; the demo, the
+// benchmarks and the tests start the same service.
 package service
 
 import (
@@ -22,6 +22,7 @@ import (
 	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/cluster"
 	"github.com/chunkd/chunkd/cluster/ring"
+	"github.com/chunkd/chunkd/console"
 	"github.com/chunkd/chunkd/doltremote"
 	"github.com/chunkd/chunkd/grpcapi"
 	"github.com/chunkd/chunkd/httpapi"
@@ -39,6 +40,14 @@ type Config struct {
 	// ImageBytes bounds the page images of SQL versions that same-host
 	// clients map (default half of Cache.DiskBytes, or 5 GiB).
 	ImageBytes int64
+	// QueryTimeout, QueryMaxRows and QueryMaxBytes bound a query of the
+	// query API, and ResultBytes its result cache (negative: off); zero
+	// takes sqlserve.Config's defaults (10 s, 100,000 rows, 64 MiB, 64
+	// MiB).
+	QueryTimeout  time.Duration
+	QueryMaxRows  int
+	QueryMaxBytes int64
+	ResultBytes   int64
 
 	// HTTP is the HTTP listener's address ("127.0.0.1:0" picks a port).
 	HTTP string
@@ -159,12 +168,13 @@ func Start(cfg Config) (s *Service, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { s.Cache.Close() })
-	if s.SQL, err = sqlserve.New(sqlserve.Config{Cache: s.Cache, CacheDir: cfg.Cache.CacheDir, ImageBytes: cfg.ImageBytes, Logger: cfg.Logger, Registry: cfg.Registry}); err != nil {
+	if s.SQL, err = sqlserve.New(sqlserve.Config{Cache: s.Cache, CacheDir: cfg.Cache.CacheDir, ImageBytes: cfg.ImageBytes, Logger: cfg.Logger, Registry: cfg.Registry,
+		QueryTimeout: cfg.QueryTimeout, QueryMaxRows: cfg.QueryMaxRows, QueryMaxBytes: cfg.QueryMaxBytes, ResultBytes: cfg.ResultBytes}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, func() { s.SQL.Close() })
 
-	routes := s.SQL.Routes()
+	routes := append(s.SQL.Routes(), console.Routes()...)
 	if s.Node != nil {
 		routes = append(routes, s.Node.Routes(s.Cache)...)
 	}

@@ -324,6 +324,7 @@ func (s *Server) runQuery(w http.ResponseWriter, r *http.Request, q *query, root
 		h.Set("Cache-Control", cacheControl(q))
 		if notModified(r, etag) { // the same key, the same answer
 			h.Del("Content-Type")
+			h.Set(api.HeaderResultCache, "miss") // not kept here: the client's copy answers
 			w.WriteHeader(http.StatusNotModified)
 			return &outcome{}
 		}

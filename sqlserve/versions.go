@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/sqlquery"
@@ -138,8 +139,11 @@ func (vs *versions) openVersion(v *version) {
 	db := v.key.db
 	r := sqlchunks.WithImages(cacheReader{vs.s.c, db}, sqlchunks.Images{OpenVersion: vs.s.imageOpener(db)})
 	v.db, v.err = sqlchunks.OpenVersion(ctx, r, v.key.root, nil)
-	if v.err == nil {
+	switch {
+	case v.err == nil:
 		vs.s.metrics.versions.Inc()
+	case cache.KindOf(v.err) == cache.KindInternal:
+		v.err = cache.Errorf(cache.KindBadRequest, v.err, "database %q, version %s: not a chunkd SQLite version", db, v.key.root)
 	}
 }
 

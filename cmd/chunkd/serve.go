@@ -52,6 +52,12 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
 	clientTimeout := fs.Duration("client-timeout", 30*time.Second, "the longest the service waits on a client: to send a request, or to take the next part of an answer")
 	spinWait := fs.Duration("spin", spin.DefaultMax, "how long an HTTP connection just answered polls for its next request before it parks, saving a wake-up on a VM (0: never)")
+	queryTimeout := fs.Duration("query-timeout", 10*time.Second, "the query API: the longest a statement runs before it is interrupted (a 400 to its client)")
+	queryMaxRows := fs.Int("query-max-rows", 100_000, "the query API: the most rows an answer holds (more: it says truncated)")
+	queryMaxBytes := sizeFlag(64 << 20)
+	fs.Var(&queryMaxBytes, "query-max-bytes", "the query API: the largest answer (its rows stop before the one past it, and it says truncated)")
+	results := sizeFlag(64 << 20)
+	fs.Var(&results, "results", "the query API's result cache: memory for whole answers, keyed by version, SQL and parameters (0: off)")
 	var sec secureFlags
 	sec.add(fs)
 	dolt := addDoltFlags(fs)
@@ -89,6 +95,13 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if mem <= 0 || disk <= 0 || *storeTimeout <= 0 || *manifestTTL <= 0 || *clientTimeout <= 0 || *downloads < 1 {
 		return usagef("--mem, --disk, --store-timeout, --manifest-ttl and --client-timeout must be positive, and --downloads at least 1")
 	}
+	if *queryTimeout <= 0 || *queryMaxRows < 1 || queryMaxBytes <= 0 {
+		return usagef("--query-timeout, --query-max-rows and --query-max-bytes must be positive")
+	}
+	resultBytes := int64(results)
+	if resultBytes == 0 {
+		resultBytes = -1 // off
+	}
 	if err := dolt.validate(); err != nil {
 		return err
 	}
@@ -116,8 +129,9 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		Cache: cache.Config{Store: st, CacheDir: *cacheDir,
 			MemBytes: int64(mem), DiskBytes: int64(disk), NoFsync: !*fsync, Miss: policy,
 			StoreTimeout: *storeTimeout, ManifestTTL: *manifestTTL, Downloads: *downloads},
-		ImageBytes: int64(images),
-		HTTP:       *listen, GRPC: *grpcListen, DoltRemote: *dolt.on, DoltListen: *dolt.listen,
+		ImageBytes:   int64(images),
+		QueryTimeout: *queryTimeout, QueryMaxRows: *queryMaxRows, QueryMaxBytes: int64(queryMaxBytes), ResultBytes: resultBytes,
+		HTTP: *listen, GRPC: *grpcListen, DoltRemote: *dolt.on, DoltListen: *dolt.listen,
 		TLS: tlsCfg, Guard: guard, ClientTimeout: *clientTimeout, Spin: *spinWait,
 		Cluster:  clusterCfg,
 		Registry: reg, Logger: log,
