@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"unsafe"
@@ -34,8 +35,8 @@ type Conn struct {
 
 // Open opens the SQLite database at uri (a URI filename, as
 // sqlitevfs.DSN returns for an image registered with package sqlitevfs)
-// read-only and locked down for untrusted statements.
-func Open(uri string) (*Conn, error) {
+// read-only and locked down for untrusted statements, with options o.
+func Open(uri string, o Options) (*Conn, error) {
 	curi := C.CString(uri)
 	defer C.free(unsafe.Pointer(curi))
 	c := &Conn{auth: (*C.chunkd_q_auth)(C.calloc(1, C.size_t(unsafe.Sizeof(C.chunkd_q_auth{}))))}
@@ -43,6 +44,9 @@ func Open(uri string) (*Conn, error) {
 		err := c.lastError(int(rc))
 		c.Close()
 		return nil, err
+	}
+	if o.MaxLength > 0 {
+		C.sqlite3_limit(c.db, C.CHUNKD_SQLITE_LIMIT_LENGTH, C.int(min(o.MaxLength, 1<<30)))
 	}
 	return c, nil
 }
@@ -107,6 +111,10 @@ func (c *Conn) InterruptOn(ctx context.Context) (stop func()) {
 // refuses (see the package doc), SQLITE_ERROR for no statement or more
 // than one.
 func (c *Conn) Prepare(sql string) (*Stmt, error) {
+	if i := strings.IndexByte(sql, 0); i >= 0 {
+		// SQLite would read up to it and take the rest for nothing.
+		return nil, &Error{Code: codeError, ExtendedCode: codeError, Offset: i, Msg: fmt.Sprintf("the SQL text holds a NUL byte (at offset %d)", i)}
+	}
 	*c.auth = C.chunkd_q_auth{}
 	csql := C.CString(sql)
 	defer C.free(unsafe.Pointer(csql))
@@ -116,7 +124,7 @@ func (c *Conn) Prepare(sql string) (*Stmt, error) {
 		return nil, c.prepareError(int(rc), sql)
 	}
 	if st == nil {
-		return nil, &Error{Code: codeError, Msg: "no SQL statement (only blanks, comments or semicolons)", Offset: -1}
+		return nil, &Error{Code: codeError, ExtendedCode: codeError, Msg: "no SQL statement (only blanks, comments or semicolons)", Offset: -1}
 	}
 	s := &Stmt{c: c, st: st, deterministic: c.auth.nondeterministic == 0}
 	// The rest must hold no other statement: SQLite compiles it to find
@@ -131,14 +139,19 @@ func (c *Conn) Prepare(sql string) (*Stmt, error) {
 		}
 		if rc != C.CHUNKD_SQLITE_OK || next != nil {
 			s.Close()
-			return nil, &Error{Code: codeError, Offset: at,
+			return nil, &Error{Code: codeError, ExtendedCode: codeError, Offset: at,
 				Msg: "more than one statement: the query API runs one per request (the second begins: " + clip(strings.TrimSpace(sql[at:]), 60) + ")"}
 		}
-		at = int(uintptr(unsafe.Pointer(tail)) - uintptr(unsafe.Pointer(csql)))
+		next2 := int(uintptr(unsafe.Pointer(tail)) - uintptr(unsafe.Pointer(csql)))
+		if next2 <= at { // cannot happen without a NUL, refused above; never loop
+			s.Close()
+			return nil, &Error{Code: codeError, ExtendedCode: codeError, Offset: at, Msg: "SQLite read nothing of the SQL text's rest"}
+		}
+		at = next2
 	}
 	if C.sqlite3_stmt_readonly(st) == 0 {
 		s.Close()
-		return nil, &Error{Code: codeAuth, Offset: -1, Msg: "not authorized: the statement would write, and this connection is read-only"}
+		return nil, &Error{Code: codeAuth, ExtendedCode: codeAuth, Offset: -1, Msg: "not authorized: the statement would write, and this connection is read-only"}
 	}
 	n := int(C.sqlite3_column_count(st))
 	s.cols = make([]Column, n)

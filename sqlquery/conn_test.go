@@ -56,7 +56,7 @@ func open(t *testing.T, path string) *sqlquery.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { img.Close() })
-	c, err := sqlquery.Open(sqlitevfs.DSN(img.Name()))
+	c, err := sqlquery.Open(sqlitevfs.DSN(img.Name()), sqlquery.Options{MaxLength: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,6 +253,9 @@ func TestOneStatement(t *testing.T) {
 			t.Errorf("%q: %v", q, rows)
 		}
 	}
+	if _, err := c.Prepare("SELECT 1\x00; DELETE FROM v"); err == nil || !strings.Contains(err.Error(), "NUL byte") {
+		t.Errorf("SQL with a NUL byte: %v", err)
+	}
 	_, err := c.Prepare(`SELEC 1`)
 	var e *sqlquery.Error
 	if !errors.As(err, &e) || e.Name() != "SQLITE_ERROR" || !strings.Contains(e.Msg, `near "SELEC": syntax error`) || e.Offset != 0 {
@@ -316,5 +319,20 @@ func TestInterrupt(t *testing.T) {
 	cancel2()
 	if rows := all(t, c, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) SELECT count(*) FROM n`); rows[0][0].Int != 100000 {
 		t.Errorf("after a late interrupt: %v", rows)
+	}
+}
+
+// TestMaxLength: a value past Options.MaxLength is an error, not memory.
+func TestMaxLength(t *testing.T) {
+	c := open(t, edgeDB(t))
+	for _, q := range []string{`SELECT zeroblob(2000000)`, `SELECT randomblob(1e9)`, `SELECT length(printf('%.*c', 3000000, 'x'))`} {
+		_, err := run(context.Background(), c, q)
+		var e *sqlquery.Error
+		if !errors.As(err, &e) || e.Name() != "SQLITE_TOOBIG" {
+			t.Errorf("%s: %v, want SQLITE_TOOBIG", q, err)
+		}
+	}
+	if rows := all(t, c, `SELECT length(zeroblob(1000000))`); rows[0][0].Int != 1000000 {
+		t.Errorf("under the limit: %v", rows)
 	}
 }

@@ -14,7 +14,7 @@ var errNoCgo = errors.New("sqlquery: needs cgo (build with CGO_ENABLED=1 and a C
 type Conn struct{}
 
 // Open needs cgo.
-func Open(string) (*Conn, error) { return nil, errNoCgo }
+func Open(string, Options) (*Conn, error) { return nil, errNoCgo }
 
 func (c *Conn) Close() error                              { return nil }
 func (c *Conn) Interrupt()                                {}

@@ -40,6 +40,9 @@ int sqlite3_error_offset(sqlite3 *);
 #define CHUNKD_SQLITE_ROW 100
 #define CHUNKD_SQLITE_DONE 101
 
+/* Limits (https://sqlite.org/c3ref/c_limit_attached.html). */
+#define CHUNKD_SQLITE_LIMIT_LENGTH 0
+
 /* Storage classes (https://sqlite.org/c3ref/c_blob.html). */
 #define CHUNKD_SQLITE_INTEGER 1
 #define CHUNKD_SQLITE_FLOAT 2

@@ -42,6 +42,15 @@ import (
 	"unicode/utf8"
 )
 
+// Options are a connection's options.
+type Options struct {
+	// MaxLength, if positive, bounds the length in bytes of any string or
+	// BLOB a statement makes (SQLITE_LIMIT_LENGTH, by default about 1 GB):
+	// past it a statement fails with SQLITE_TOOBIG rather than take the
+	// memory (zeroblob(1e9), a group_concat of a whole table).
+	MaxLength int
+}
+
 // Type is a value's storage class.
 type Type uint8
 

@@ -38,7 +38,7 @@ type queryFixture struct {
 // newQueryFixture imports versions of db1 (sentences each, the edge
 // table added) and serves them with cfg (Cache and CacheDir are the
 // fixture's).
-func newQueryFixture(t *testing.T, sentences []int, ccfg cache.Config, cfg Config) *queryFixture {
+func newQueryFixture(t testing.TB, sentences []int, ccfg cache.Config, cfg Config) *queryFixture {
 	t.Helper()
 	f := &queryFixture{Fixture: cachetest.Empty(t)}
 	for i, n := range sentences {
@@ -59,7 +59,7 @@ func newQueryFixture(t *testing.T, sentences []int, ccfg cache.Config, cfg Confi
 }
 
 // publish imports a new version of db1, of n sentences made with seed.
-func (f *queryFixture) publish(t *testing.T, seed int64, n int) addr.Addr {
+func (f *queryFixture) publish(t testing.TB, seed int64, n int) addr.Addr {
 	t.Helper()
 	path := sqltest.GenDB(t, seed, n)
 	sqltest.AddEdgeTable(t, path)
@@ -73,7 +73,7 @@ func (f *queryFixture) publish(t *testing.T, seed int64, n int) addr.Addr {
 }
 
 // get sends GET …/query with v and the headers.
-func (f *queryFixture) get(t *testing.T, v url.Values, hdr ...string) *http.Response {
+func (f *queryFixture) get(t testing.TB, v url.Values, hdr ...string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest("GET", f.url+api.QueryPath("db1")+"?"+v.Encode(), nil)
 	if err != nil {
@@ -91,7 +91,7 @@ func (f *queryFixture) get(t *testing.T, v url.Values, hdr ...string) *http.Resp
 }
 
 // post sends POST …/query with body.
-func (f *queryFixture) post(t *testing.T, body any, hdr ...string) *http.Response {
+func (f *queryFixture) post(t testing.TB, body any, hdr ...string) *http.Response {
 	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {

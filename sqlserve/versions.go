@@ -106,7 +106,9 @@ func (vs *versions) conn(ctx context.Context, db string, root addr.Addr) (*lease
 		}
 		vs.mu.Unlock()
 		if more {
-			c, err := sqlquery.Open(sqlitevfs.DSN(v.db.Name()))
+			// No value larger than an answer may be: past it, a statement
+			// fails rather than take the memory.
+			c, err := sqlquery.Open(sqlitevfs.DSN(v.db.Name()), sqlquery.Options{MaxLength: int(max(vs.s.limits.maxBytes, 1<<20))})
 			if err != nil {
 				vs.mu.Lock()
 				v.opened--
