@@ -18,7 +18,7 @@ import (
 // the client tiers, or on a plain local file (the baseline).
 type sqlCommand struct{ cmdBase }
 
-const sqlUsage = `sql (--db NAME (--store URL | --service ADDR | both) [--at ROOT|TIME] | --file FILE.sqlite) -q SQL [--format table|csv|json]`
+const sqlUsage = `sql (--db NAME (--store URL | --service ADDR | both) [--at ROOT|TIME] | --file FILE.sqlite | --db NAME --service URL --remote [--at ROOT]) -q SQL [--format table|csv|json]`
 
 // tierFlags are the client-tier flags shared by the reading commands.
 type tierFlags struct {
@@ -48,6 +48,7 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 	file := fs.String("file", "", "query a plain local SQLite file instead (same engine, same output)")
 	query := fs.String("q", "", "the SQL query (required)")
 	format := fs.String("format", "table", "output: table, csv or json; each prints rows as they come (table sets its columns' widths by the first 100 rows, then widens)")
+	remote := fs.Bool("remote", false, "run the query on the service, next to the pages (its query API), rather than in this process: needs --service http(s)://… and --db")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -64,6 +65,21 @@ func (c *sqlCommand) Run(ctx context.Context, args []string) error {
 		return usagef("give either --db with --store, --service or both, or --file")
 	}
 	start := time.Now()
+	if *remote {
+		if *file != "" {
+			return usagef("--remote runs the query on a service: not with --file")
+		}
+		r, err := newSQLRemote(tf)
+		if err != nil {
+			return err
+		}
+		rows, err := r.run(ctx, *query, *format, c.stdout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stderr, "%d rows in %v; %s\n", rows, time.Since(start).Round(time.Millisecond), r.summary())
+		return nil
+	}
 	var (
 		db  *openDB
 		err error

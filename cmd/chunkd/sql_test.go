@@ -29,6 +29,16 @@ func chunkdEnv(t *testing.T, env []string, args ...string) (string, string, erro
 	return out.String(), errOut.String(), err
 }
 
+// mustChunkdErr is mustChunkd that returns stderr too.
+func mustChunkdErr(t *testing.T, args ...string) (string, string) {
+	t.Helper()
+	out, errOut, err := chunkd(t, args...)
+	if err != nil {
+		t.Fatalf("chunkd %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out, errOut
+}
+
 func mustChunkd(t *testing.T, args ...string) string {
 	t.Helper()
 	out, errOut, err := chunkd(t, args...)
@@ -92,13 +102,31 @@ func TestSQLCommands(t *testing.T) {
 		if got := mustChunkd(t, "sql", "--store", storeURL, "--db", "s", "--at", root1[1], "-q", q, "--format", "csv"); got != old {
 			t.Fatalf("--at the first version: results differ from v1")
 		}
+		// On the service (its query API), printed as the local path prints.
+		for _, format := range []string{"csv", "table", "json"} {
+			local := mustChunkd(t, "sql", "--file", v2, "-q", q, "--format", format)
+			if got := mustChunkd(t, "sql", "--service", svc.http, "--db", "s", "--remote", "-q", q, "--format", format); got != local {
+				t.Fatalf("--remote, format %s: results differ from the local file:\n%s\nwant:\n%s", format, got, local)
+			}
+		}
+		if got := mustChunkd(t, "sql", "--service", svc.http, "--db", "s", "--remote", "--at", root1[1], "-q", q, "--format", "csv"); got != old {
+			t.Fatalf("--remote --at the first version: results differ from v1")
+		}
+	}
+	_, errOut, err := chunkd(t, "sql", "--service", svc.http, "--db", "s", "--remote", "-q", "SELECT 1; DELETE FROM sentences")
+	if err == nil || !strings.Contains(errOut, "statement 2 of 2") || !strings.Contains(errOut, "403") || !strings.Contains(errOut, "not authorized: DELETE sentences") {
+		t.Fatalf("--remote, a write: err %v, %s", err, errOut)
+	}
+	out, errOut = mustChunkdErr(t, "sql", "--service", svc.http, "--db", "s", "--remote", "-q", "SELECT 1 AS one")
+	if out != "one\n1\n" || !strings.Contains(errOut, "1 rows in") && !strings.Contains(errOut, "1 row in") || !strings.Contains(errOut, "result cache") {
+		t.Fatalf("--remote: %q, %q", out, errOut)
 	}
 	for _, format := range []string{"table", "json"} {
 		if out := mustChunkd(t, "sql", "--store", storeURL, "--db", "s", "-q", "SELECT 1 AS one", "--format", format); !strings.Contains(out, "one") {
 			t.Fatalf("format %s: %q", format, out)
 		}
 	}
-	_, errOut, err := chunkd(t, "sql", "--store", storeURL, "--db", "s", "-q", "DELETE FROM sentences")
+	_, errOut, err = chunkd(t, "sql", "--store", storeURL, "--db", "s", "-q", "DELETE FROM sentences")
 	if err == nil || !strings.Contains(errOut, "readonly") {
 		t.Fatalf("write: err %v, %s", err, errOut)
 	}
