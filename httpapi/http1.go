@@ -43,7 +43,7 @@ import (
 // routes and metrics), an *http.Request
 // with its method, path, headers, Host, RemoteAddr and a context that
 // ends when the handler returns. What the fast path does not take is
-// handed over untouched: another method, a query, a body, Expect,
+// handed over untouched: another method, an escaped path, a body, Expect,
 // Upgrade, Connection: close, HTTP/1.0, a header folded or not plain, a
 // head larger than its buffer. An answer is sent when the handler
 // returns, or as it writes when it set Content-Length before its first
@@ -447,7 +447,7 @@ func headEnd(b []byte) int {
 }
 
 // parse reads a request head the fast path takes: "GET /plain/path
-// HTTP/1.1", one plain Host, headers in plain "Name: value" lines, none
+// HTTP/1.1" (with a ?query of visible ASCII or not), one plain Host, headers in plain "Name: value" lines, none
 // that asks for a body, an expectation, an upgrade or the connection's
 // end. Anything else is errHandOver, for net/http to answer as it does.
 //
@@ -464,8 +464,9 @@ func (c *http1Conn) parse(head []byte) (*http.Request, error) {
 	if !ok {
 		return nil, errHandOver
 	}
-	path, ok = bytes.CutSuffix(path, []byte(" HTTP/1.1"))
-	if !ok || len(path) == 0 || path[0] != '/' || !plainPath(path) {
+	target, ok := bytes.CutSuffix(path, []byte(" HTTP/1.1"))
+	path, query, hasQuery := bytes.Cut(target, []byte("?"))
+	if !ok || len(path) == 0 || path[0] != '/' || !plainPath(path) || (hasQuery && !plainQuery(query)) {
 		return nil, errHandOver
 	}
 	hs := string(head)
@@ -526,13 +527,12 @@ func (c *http1Conn) parse(head []byte) (*http.Request, error) {
 	if host == "" {
 		return nil, errHandOver
 	}
-	p := str(path)
 	ru := &struct {
 		r http.Request
 		u url.URL
-	}{u: url.URL{Path: p}}
+	}{u: url.URL{Path: str(path), RawQuery: str(query), ForceQuery: hasQuery && len(query) == 0}}
 	ru.r = http.Request{Method: http.MethodGet, URL: &ru.u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: hdr, Body: http.NoBody, Host: host, RemoteAddr: c.remote, RequestURI: p}
+		Header: hdr, Body: http.NoBody, Host: host, RemoteAddr: c.remote, RequestURI: str(target)}
 	return &ru.r, nil
 }
 
@@ -547,10 +547,21 @@ func cutLine(b []byte) (line, rest []byte, ok bool) {
 }
 
 // plainPath reports whether p is letters, digits, -._~ and /: a path that
-// means the same escaped or not, with no query.
+// means the same escaped or not.
 func plainPath(p []byte) bool {
 	for _, c := range p {
 		if !plainByte[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// plainQuery reports whether q is a query net/http keeps as it is
+// (URL.RawQuery): visible ASCII but '#'.
+func plainQuery(q []byte) bool {
+	for _, c := range q {
+		if c <= ' ' || c >= 0x7f || c == '#' {
 			return false
 		}
 	}

@@ -175,7 +175,9 @@ func TestHTTP1AnswersAsNetHTTP(t *testing.T) {
 		{"a chunk not there", get(api.ChunkPath("db1", addr.Of([]byte("not in db1"))), ""), true},
 		{"a bad address", get("/v1/dbs/db1/chunks/nothex", ""), true},
 		{"a database not there", get(api.ChunkPath("nodb", a), ""), true},
-		{"with a query", get(chunk+"?x=1", ""), false},
+		{"with a query", get(chunk+"?x=1", ""), true},
+		{"with a query net/http keeps raw", get(chunk+"?x=%zz&y=[\"a\"]", ""), true},
+		{"with a query and a fragment", get(chunk+"?x=1#f", ""), false},
 		{"escaped", get(strings.Replace(chunk, "db1", "db%31", 1), ""), false},
 		{"Connection: close", get(chunk, "Connection: close\r\n"), false},
 		{"HTTP/1.0", "GET " + chunk + " HTTP/1.0\r\n\r\n", false},
@@ -625,7 +627,8 @@ func FuzzHTTP1Parse(f *testing.F) {
 		"GET /v1/dbs/db/chunks/abc HTTP/1.1\r\nHost: h\r\nUser-Agent: Go-http-client/1.1\r\n\r\n",
 		"GET /a HTTP/1.1\r\nhost: h:1\r\nx-a: 1\r\nX-A:  2 \r\nauthorization: Bearer t\r\nConnection: Keep-Alive\r\n\r\n",
 		"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\naccept-ENCODING:\tgzip\r\n\r\n",
-		"GET /a?b HTTP/1.1\r\nHost: h\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n",
+		"GET /a?b HTTP/1.1\r\nHost: h\r\n\r\n", "GET /a? HTTP/1.1\r\nHost: h\r\n\r\n", "GET /a?x=%20&y=[1,\"b\"]&z=%ZZ HTTP/1.1\r\nHost: h\r\n\r\n",
+		"GET /a?b#c HTTP/1.1\r\nHost: h\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n",
 		"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n", "GET /a HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n",
 		"GET /a HTTP/1.1\r\nHost: h\r\nX: a b\r\nY:\r\n\r\n",
 	} {
@@ -647,6 +650,7 @@ func FuzzHTTP1Parse(f *testing.F) {
 			t.Fatalf("parse took %q, net/http refuses it: %v", head[:n], err)
 		}
 		if got.Method != want.Method || got.URL.Path != want.URL.Path || got.URL.RawPath != want.URL.RawPath ||
+			got.URL.RawQuery != want.URL.RawQuery || got.URL.ForceQuery != want.URL.ForceQuery || got.URL.String() != want.URL.String() ||
 			got.RequestURI != want.RequestURI || got.Host != want.Host {
 			t.Fatalf("%q: parsed %s %q %q host %q, net/http %s %q %q host %q", head[:n],
 				got.Method, got.URL.Path, got.RequestURI, got.Host, want.Method, want.URL.Path, want.RequestURI, want.Host)

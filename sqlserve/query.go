@@ -69,6 +69,94 @@ func (s *Server) queryGet(w http.ResponseWriter, r *http.Request) {
 	s.serveQuery(w, r, q)
 }
 
+// queryRoute is httpapi.FastRoute.Match of GET /v1/dbs/{db}/query: a
+// plain path (no escapes: the fast path takes no other) whose {db} is
+// one segment.
+func queryRoute(r *http.Request) (db string, ok bool) {
+	if r.URL.RawPath != "" {
+		return "", false
+	}
+	p, ok := strings.CutPrefix(r.URL.Path, api.DBsPrefix)
+	if !ok {
+		return "", false
+	}
+	db, ok = strings.CutSuffix(p, "/query")
+	if !ok || db == "" || db == "." || db == ".." || strings.Contains(db, "/") {
+		return "", false
+	}
+	return db, true
+}
+
+// maxFastAnswer is the largest answer the fast path sends: it writes
+// with no deadline of its own, so a large one goes the way with the
+// client's timeout (queryGet).
+const maxFastAnswer = 256 << 10
+
+// queryFast answers a GET from the result cache on the connection's own
+// goroutine (httpapi.FastRoute): a hit of at most maxFastAnswer for a
+// request that parses. Anything else (a miss, an error to explain) it
+// leaves to queryGet, writing nothing.
+func (s *Server) queryFast(w http.ResponseWriter, r *http.Request, db string) bool {
+	if s.results == nil {
+		return false
+	}
+	v := r.URL.Query()
+	if !v.Has("sql") {
+		return false
+	}
+	q := &query{db: db, sql: v.Get("sql"), fresh: v.Get("fresh") == "1", private: r.Header.Get("Authorization") != "", maxRows: s.limits.maxRows}
+	if q.fresh {
+		return false // the manifest is read first: not at once
+	}
+	if p := v.Get("params"); p != "" {
+		q.params = &api.Params{}
+		if json.Unmarshal([]byte(p), q.params) != nil {
+			return false
+		}
+	}
+	if at := v.Get("at"); at != "" && at != "current" {
+		root, err := addr.Parse(at)
+		if err != nil || root.IsEmpty() {
+			return false
+		}
+		q.at = root
+	}
+	if m := v.Get("max_rows"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 {
+			return false
+		}
+		q.maxRows = min(n, s.limits.maxRows)
+	}
+	var ok bool
+	if f := v.Get("format"); f != "" {
+		if q.f, ok = parseFormat(f); !ok {
+			return false
+		}
+	} else {
+		q.f = negotiate(r)
+	}
+	start := time.Now()
+	root, current, err := s.queryVersion(r.Context(), q)
+	if err != nil {
+		return false
+	}
+	key := newResultKey(q.db, root, q.sql, q.params, q.f, q.maxRows, s.limits.maxBytes)
+	res, ok := s.results.get(key)
+	if !ok || len(res.body) > maxFastAnswer {
+		return false
+	}
+	s.metrics.answered("hit")
+	h := w.Header()
+	h.Set(api.HeaderRoot, root.String())
+	if current != nil {
+		api.SetRootFreshness(h, *current)
+	}
+	h.Set("Vary", "Accept")
+	s.writeResult(w, r, q, key, res, start)
+	return true
+}
+
 // queryPost answers POST /v1/dbs/{db}/query with an api.QueryRequest.
 func (s *Server) queryPost(w http.ResponseWriter, r *http.Request) {
 	var req api.QueryRequest
@@ -131,15 +219,23 @@ func (s *Server) readQuery(w http.ResponseWriter, r *http.Request, q *query, at,
 		}
 		return true
 	}
-	switch goautoneg.Negotiate(r.Header.Get("Accept"), []string{api.ContentTypeJSON, api.ContentTypeNDJSON, "text/csv"}) {
-	case api.ContentTypeNDJSON:
-		q.f = formatNDJSON
-	case "text/csv":
-		q.f = formatCSV
-	default:
-		q.f = formatJSON
-	}
+	q.f = negotiate(r)
 	return true
+}
+
+// negotiate is the format r's Accept asks for (JSON by default).
+func negotiate(r *http.Request) format {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		return formatJSON
+	}
+	switch goautoneg.Negotiate(accept, []string{api.ContentTypeJSON, api.ContentTypeNDJSON, "text/csv"}) {
+	case api.ContentTypeNDJSON:
+		return formatNDJSON
+	case "text/csv":
+		return formatCSV
+	}
+	return formatJSON
 }
 
 // serveQuery answers q: from the result cache, from an identical query

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/chunkd/chunkd/internal/cachetest"
 	"github.com/chunkd/chunkd/internal/sqltest"
 	"github.com/chunkd/chunkd/sqlchunks"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -587,4 +590,89 @@ func TestQueryCutMidStream(t *testing.T) {
 	if _, err := io.ReadAll(resp.Body); err == nil {
 		t.Error("a CSV answer cut by the time limit read as whole")
 	}
+}
+
+// TestQueryFastPath: a result kept in the cache is answered on the HTTP
+// fast path (httpapi.HTTP1: the connection's own goroutine), as net/http
+// answers it (the same status, headers and body; a 304 for its ETag);
+// a miss, an error and a large answer are handed over to net/http.
+func TestQueryFastPath(t *testing.T) {
+	f := newQueryFixture(t, []int{3000}, cache.Config{}, Config{})
+	h := httpapi.New(httpapi.Config{Cache: f.Cache, Registry: prometheus.NewRegistry(), Routes: f.s.Routes()})
+	var taken atomic.Int64
+	srv := &httpapi.HTTP1{Server: &http.Server{Handler: h}, Fast: func(w http.ResponseWriter, r *http.Request) bool {
+		ok := h.ServeFast(w, r)
+		if ok {
+			taken.Add(1)
+		}
+		return ok
+	}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	fast := "http://" + ln.Addr().String()
+	ask := func(base string, v url.Values, hdr ...string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+api.QueryPath("db1")+"?"+v.Encode(), nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		// A new connection each time: a connection handed over stays with net/http.
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		resp.Header.Del("Date")
+		resp.Header.Del("Server-Timing")
+		return resp, b
+	}
+	v := url.Values{"sql": {`SELECT id, v FROM edge ORDER BY id`}, "at": {f.roots[0].String()}}
+	if r, _ := ask(fast, v); r.Header.Get(api.HeaderResultCache) != "miss" || taken.Load() != 0 {
+		t.Fatalf("a miss: %v, taken %d", r.Header, taken.Load())
+	}
+	for _, tc := range []struct {
+		v   url.Values
+		hdr []string
+	}{
+		{v, nil},
+		{url.Values{"sql": v["sql"]}, nil}, // current: the same root
+		{v, []string{"If-None-Match", `"x", ` + f.s.resultKeyOf(t, v)}},
+		{v, []string{"Authorization", "Bearer t"}},
+	} {
+		before := taken.Load()
+		got, gotBody := ask(fast, tc.v, tc.hdr...)
+		if taken.Load() != before+1 {
+			t.Errorf("%v %v: not answered on the fast path", tc.v, tc.hdr)
+		}
+		want, wantBody := ask(f.url, tc.v, tc.hdr...) // net/http
+		if got.StatusCode != want.StatusCode || fmt.Sprint(got.Header) != fmt.Sprint(want.Header) || !bytes.Equal(gotBody, wantBody) {
+			t.Errorf("%v %v: the fast path answered %d %v %q, net/http %d %v %q", tc.v, tc.hdr, got.StatusCode, got.Header, gotBody, want.StatusCode, want.Header, wantBody)
+		}
+	}
+	// Handed over: an error, a query not kept, an answer too large.
+	big := url.Values{"sql": {`SELECT Text, Text, Text FROM sentences`}}
+	ask(fast, big)
+	for _, v := range []url.Values{{"sql": {"SELEKT"}}, {"sql": {"SELECT random()"}}, big, {"sql": {"SELECT 1"}, "fresh": {"1"}}} {
+		before := taken.Load()
+		if r, _ := ask(fast, v); taken.Load() != before {
+			t.Errorf("%v: answered on the fast path (%s, %v)", v, r.Status, r.Header)
+		}
+	}
+}
+
+// resultKeyOf is the ETag of the JSON answer of v's query (at its at=).
+func (s *Server) resultKeyOf(t *testing.T, v url.Values) string {
+	t.Helper()
+	root, err := addr.Parse(v.Get("at"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newResultKey("db1", root, v.Get("sql"), nil, formatJSON, s.limits.maxRows, s.limits.maxBytes).etag()
 }

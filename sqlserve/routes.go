@@ -25,7 +25,8 @@ func (s *Server) Routes() []httpapi.Route {
 		{Pattern: api.PatternImages, Handler: http.HandlerFunc(s.registerImageRoute), Need: auth.DBToken, Metric: "http_register_image"},
 		{Pattern: api.PatternImage, Handler: http.HandlerFunc(s.getImage), Need: auth.DBToken, Metric: "http_get_image"},
 		{Pattern: api.PatternImageFill, Handler: http.HandlerFunc(s.fillImageRoute), Need: auth.DBToken, Metric: "http_fill_image"},
-		{Pattern: api.PatternQuery, Handler: http.HandlerFunc(s.queryGet), Need: auth.DBToken, Metric: "http_query"},
+		{Pattern: api.PatternQuery, Handler: http.HandlerFunc(s.queryGet), Need: auth.DBToken, Metric: "http_query",
+			Fast: &httpapi.FastRoute{Match: queryRoute, Serve: s.queryFast}},
 		{Pattern: api.PatternQueryPost, Handler: http.HandlerFunc(s.queryPost), Need: auth.DBToken, Metric: "http_query"},
 		{Pattern: api.PatternVersions, Handler: http.HandlerFunc(s.versionsRoute), Need: auth.DBToken, Metric: "http_versions"},
 	}
