@@ -1107,6 +1107,22 @@ func TestRootKeptFresh(t *testing.T) {
 	}
 }
 
+// TestRootWhileFreshStartsNothing: asking for the root of a database
+// whose manifest is fresh starts no read (no goroutine or channel of a
+// shared refresh): it is the root in memory. It allocated 7 times a call
+// when it went through the shared refresh (a goroutine and a channel
+// each time).
+func TestRootWhileFreshStartsNothing(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
+	if _, err := f.cache.Root(ctx, "db1", false); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { f.cache.Root(ctx, "db1", false) }); n > 2 {
+		t.Errorf("Root of a fresh manifest: %v allocations a call, want at most 2", n)
+	}
+}
+
 // TestStoreVanishes: a folder store whose directory is moved away while
 // the service runs is unreachable, never "no such database": the files
 // on disk are still served, the others fail with the store's kind, the

@@ -107,8 +107,13 @@ func isStoreFailure(err error) bool {
 }
 
 // refreshShared reads the manifest again unless it is fresh, once for all
-// concurrent callers; a caller whose ctx ends stops waiting.
+// concurrent callers; a caller whose ctx ends stops waiting. While it is
+// fresh, it costs a look at the time of the last read: no goroutine, no
+// channel (every "current" query of the query API asks for the root).
 func (d *database) refreshShared(ctx context.Context) error {
+	if d.fresh() {
+		return nil
+	}
 	ch := d.refreshOlder(d.env.cfg.ManifestTTL)
 	select {
 	case r := <-ch:
