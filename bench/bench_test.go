@@ -56,6 +56,7 @@ var suiteReportWants = map[string][]string{
 	"chunks":    {"chunkd vs nginx proxy_cache", "| serve-memory |", "Disk reads per disk-served chunk"},
 	"lifecycle": {"Store bytes per import", "| unchanged file | 0 B |", "## gc", "Publish lag and the writer beside it", "p99_over_alone"},
 	"cluster":   {"Cold storm", "| kill -9 of one node, routing clients |", "the files' bytes", "extra hops per read", "in flight at the kill"},
+	"api":       {"The seed's queries", "| api-cached |", "A small result", "title5", "## Goals", "result_cache_hit_ratio", "service_cpu_us_per_tx"},
 	"title5":    {"hit ratios per tier", "| threads |", "tps", "Where the pages came from", "| service requests per op |", "`store-direct`", "hit_ratio", "service_requests_per_op"},
 }
 
@@ -72,7 +73,7 @@ func checkSuiteReport(t *testing.T, out string, rep *Report) {
 	metrics, _ := os.ReadFile(filepath.Join(out, "metrics.csv"))
 	for _, w := range wants {
 		in := md
-		if w == "hit_ratio" || w == "store_bytes_per_clone" || w == "service_requests_per_op" || w == "sequential_round_trips" || w == "p99_over_alone" {
+		if w == "hit_ratio" || w == "store_bytes_per_clone" || w == "service_requests_per_op" || w == "sequential_round_trips" || w == "p99_over_alone" || w == "result_cache_hit_ratio" || w == "service_cpu_us_per_tx" {
 			in = metrics
 		}
 		if !strings.Contains(string(in), w) {
@@ -241,7 +242,7 @@ func TestRegistry(t *testing.T) {
 	for _, s := range Suites() {
 		names = append(names, s.Name())
 	}
-	for _, want := range []string{"bigdata", "chunks", "disk", "sql", "sysbench", "title5"} {
+	for _, want := range []string{"api", "bigdata", "chunks", "disk", "sql", "sysbench", "title5"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("suite %s not registered: %v", want, names)
 		}

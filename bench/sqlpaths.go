@@ -257,15 +257,16 @@ type sqlService struct {
 }
 
 // startSQLService starts a service with an empty cache dir over the
-// store at storeURL (with its emulated round trip), and waits until it
-// is ready.
-func startSQLService(ctx context.Context, r *Runner, binary, storeURL, cacheDir string) (*sqlService, error) {
+// store at storeURL (with its emulated round trip), with extra flags, and
+// waits until it is ready.
+func startSQLService(ctx context.Context, r *Runner, binary, storeURL, cacheDir string, extra ...string) (*sqlService, error) {
 	os.RemoveAll(cacheDir)
 	args := []string{"serve", "--store", storeURL, "--cache-dir", cacheDir, "--listen", "127.0.0.1:0", "--grpc-listen", "",
 		"--fsync=" + strconv.FormatBool(r.Config.Fsync), "--log-level", "info"}
 	if r.Config.MemBytes > 0 {
 		args = append(args, "--mem", strconv.FormatInt(r.Config.MemBytes, 10))
 	}
+	args = append(args, extra...)
 	start := time.Now()
 	c, err := startChild(ctx, binary, args, nil, nil)
 	if err != nil {
@@ -324,11 +325,11 @@ func (s *sqlService) stop(keep bool) error {
 	return err
 }
 
-// warmService starts a service over ds, has it download the appendix (a
-// first client reads the version's root and page map through it, which
-// misses), and waits for the download.
-func warmService(ctx context.Context, r *Runner, binary string, ds *sqlDataset, cacheDir string) (*sqlService, time.Duration, error) {
-	svc, err := startSQLService(ctx, r, binary, ds.storeURL, cacheDir)
+// warmService starts a service over ds (with extra flags), has it
+// download the appendix (a first client reads the version's root and
+// page map through it, which misses), and waits for the download.
+func warmService(ctx context.Context, r *Runner, binary string, ds *sqlDataset, cacheDir string, extra ...string) (*sqlService, time.Duration, error) {
+	svc, err := startSQLService(ctx, r, binary, ds.storeURL, cacheDir, extra...)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -61,6 +61,7 @@ func init() {
 		{name: "sysbench", run: runSysbench, baseline: pathLocal, threads: "threads", synopsis: "Dolt's sysbench read tests on SQLite: median latency per test, local file vs warm service, reads_mean_multiplier"},
 		{name: "clone", run: runClone, baseline: pathStoreDirect, threads: "clients", unit: "MB/s", synopsis: "Dolt clones through the service (the requests dolt clone makes, replayed) against from the store: cold and warm clone times, store bytes per clone"},
 		{name: "cluster", run: runCluster, threads: "clients", synopsis: "3 chunkd serve processes as one cache (--peers) beside one alone: store bytes per file byte in a cold storm of 16 clients, warm p50/p99 routed, through a node and alone, extra hops per read, failed reads when one node is killed"},
+		{name: "api", run: runAPI, baseline: pathLocal, synopsis: "the query API (chunkd serve's SQL over HTTP): the seed's three queries, a small cached result and title5 through it, result cache off and on, against the local file in the same run"},
 		{name: "title5", run: runTitle5, baseline: pathLocal, threads: "threads", unit: "tps", synopsis: "the 5-SELECT IMDb title transaction against threads: tps, avg and p95 latency, local file vs warm service, hit ratios per tier"},
 	} {
 		Register(s)

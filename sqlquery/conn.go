@@ -28,10 +28,20 @@ type Conn struct {
 	cols *C.chunkd_q_col  // a row's values, in C memory (ncols of them)
 	ncol int
 
+	// kept are statements prepared before and closed since, by their
+	// SQL text, reset for the next Prepare of the same text; keptOrder
+	// is their texts, the least recently closed first.
+	kept      map[string]*Stmt
+	keptOrder []string
+
 	mu     sync.Mutex // guards closed and gen against Interrupt
 	closed bool
 	gen    uint64 // bumped when a statement's watch ends: late interrupts are dropped
 }
+
+// keptStmts is how many prepared statements a Conn keeps (closed, for
+// their text: kept and keptOrder hold each text once).
+const keptStmts = 32
 
 // Open opens the SQLite database at uri (a URI filename, as
 // sqlitevfs.DSN returns for an image registered with package sqlitevfs)
@@ -59,6 +69,10 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	c.closed = true
+	for _, s := range c.kept {
+		C.sqlite3_finalize(s.st)
+	}
+	c.kept, c.keptOrder = nil, nil
 	var err error
 	if c.db != nil {
 		if rc := C.sqlite3_close_v2(c.db); rc != C.CHUNKD_SQLITE_OK {
@@ -111,6 +125,11 @@ func (c *Conn) InterruptOn(ctx context.Context) (stop func()) {
 // refuses (see the package doc), SQLITE_ERROR for no statement or more
 // than one.
 func (c *Conn) Prepare(sql string) (*Stmt, error) {
+	if s, ok := c.kept[sql]; ok { // prepared, checked and reset before
+		delete(c.kept, sql)
+		c.unkeep(sql)
+		return s, nil
+	}
 	if i := strings.IndexByte(sql, 0); i >= 0 {
 		// SQLite would read up to it and take the rest for nothing.
 		return nil, &Error{Code: codeError, ExtendedCode: codeError, Offset: i, Msg: fmt.Sprintf("the SQL text holds a NUL byte (at offset %d)", i)}
@@ -169,6 +188,7 @@ func (c *Conn) Prepare(sql string) (*Stmt, error) {
 		c.ncol = n
 	}
 	s.row = make([]Value, n)
+	s.sql, s.keep = sql, true
 	return s, nil
 }
 
@@ -203,6 +223,8 @@ func (c *Conn) lastError(rc int) error {
 type Stmt struct {
 	c             *Conn
 	st            *C.sqlite3_stmt
+	sql           string
+	keep          bool // the statement passed Prepare's checks: Close keeps it for its text
 	cols          []Column
 	row           []Value
 	deterministic bool
@@ -291,11 +313,44 @@ func (s *Stmt) Step() (bool, error) {
 // valid until the next Step or Close, and not to be changed.
 func (s *Stmt) Row() []Value { return s.row }
 
-// Close finalizes the statement.
+// Close ends the statement's run. The Conn keeps it, reset and its
+// parameters cleared, for the next Prepare of the same text (SQLite's
+// compiling a join costs about as much as running it on a few rows):
+// the last keptStmts statements closed are kept.
 func (s *Stmt) Close() error {
-	if s.st != nil {
+	if s.st == nil {
+		return nil
+	}
+	c := s.c
+	if !s.keep || c.closed || c.kept[s.sql] != nil {
 		C.sqlite3_finalize(s.st)
 		s.st = nil
+		return nil
+	}
+	C.sqlite3_reset(s.st)
+	C.sqlite3_clear_bindings(s.st)
+	if c.kept == nil {
+		c.kept = map[string]*Stmt{}
+	}
+	c.kept[s.sql] = s
+	c.keptOrder = append(c.keptOrder, s.sql)
+	if len(c.keptOrder) > keptStmts {
+		old := c.keptOrder[0]
+		c.keptOrder = c.keptOrder[1:]
+		k := c.kept[old]
+		C.sqlite3_finalize(k.st)
+		k.st = nil
+		delete(c.kept, old)
 	}
 	return nil
+}
+
+// unkeep takes text out of keptOrder (its statement is taken).
+func (c *Conn) unkeep(text string) {
+	for i, t := range c.keptOrder {
+		if t == text {
+			c.keptOrder = append(c.keptOrder[:i], c.keptOrder[i+1:]...)
+			return
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -334,5 +335,46 @@ func TestMaxLength(t *testing.T) {
 	}
 	if rows := all(t, c, `SELECT length(zeroblob(1000000))`); rows[0][0].Int != 1000000 {
 		t.Errorf("under the limit: %v", rows)
+	}
+}
+
+// TestStatementsKept: a statement closed is kept for the next Prepare of
+// its text, reset (its rows from the start) and its parameters cleared;
+// the last 32 texts are kept, and what was refused is never.
+func TestStatementsKept(t *testing.T) {
+	c := open(t, edgeDB(t))
+	q := `SELECT id FROM v WHERE id > ? ORDER BY id`
+	s1, err := c.Prepare(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Bind(1, sqlquery.Value{Type: sqlquery.Integer, Int: 9})
+	s1.Step() // one row of two read, then closed mid-way
+	s1.Close()
+	s2, err := c.Prepare(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2 != s1 {
+		t.Fatal("the statement closed was not kept for its text")
+	}
+	if ok, err := s2.Step(); ok || err != nil { // id > NULL: no row
+		t.Errorf("a kept statement kept its parameter or its place: %v, %+v", err, s2.Row())
+	}
+	s2.Close()
+	if rows := all(t, c, q, sqlquery.Value{Type: sqlquery.Integer, Int: 9}); len(rows) != 2 || rows[0][0].Int != 10 {
+		t.Errorf("a kept statement run again: %v", rows)
+	}
+	for i := range 40 {
+		all(t, c, fmt.Sprintf("SELECT %d", i))
+	}
+	if s3, _ := c.Prepare(q); s3 == s1 {
+		t.Error("a statement kept past 32 others")
+	}
+	if _, err := c.Prepare(`DELETE FROM v`); err == nil {
+		t.Fatal("a write prepared")
+	}
+	if _, err := c.Prepare(`DELETE FROM v`); err == nil || !strings.Contains(err.Error(), "not authorized") {
+		t.Errorf("a refused statement, again: %v", err)
 	}
 }

@@ -29,6 +29,8 @@ int sqlite3_column_count(sqlite3_stmt *);
 const char *sqlite3_column_name(sqlite3_stmt *, int);
 const char *sqlite3_column_decltype(sqlite3_stmt *, int);
 int sqlite3_finalize(sqlite3_stmt *);
+int sqlite3_reset(sqlite3_stmt *);
+int sqlite3_clear_bindings(sqlite3_stmt *);
 void sqlite3_interrupt(sqlite3 *);
 int sqlite3_extended_errcode(sqlite3 *);
 const char *sqlite3_errmsg(sqlite3 *);
