@@ -3,16 +3,29 @@
 // chunk a fresh reader needs before its first row, in one answer) and
 // keeps page images, files of a version's pages in order in the cache
 // directory that clients on the service's host read with no request per
-// page (api.PatternImages documents them). It serves them on the HTTP
-// API as routes of its own (Routes), each with its access rule, and reads
-// every chunk through the cache's tiers, so every byte it serves was
-// proven against its address.
+// page (api.PatternImages documents them). It runs the query API:
+// read-only SQL on a version, next to its pages, its answers kept in a
+// result cache keyed by the version's root, which is never stale
+// (docs/api.md). It serves them on the HTTP API as routes of its own
+// (Routes), each with its access rule, and reads every chunk through the
+// cache's tiers, so every byte it serves was proven against its address.
 //
 // The files: sqlserve.go (the Server), openset.go (open sets), images.go
 // (the page images on disk), fill.go (registering and filling them),
-// routes.go (their HTTP routes).
+// routes.go (the HTTP routes, and the versions list), versions.go (the
+// versions the query API has open, each with a pool of sqlquery
+// connections reading its image), query.go (the query API's requests,
+// runs and answers), encode.go (JSON, NDJSON and CSV), results.go (the
+// result cache), metrics.go (the query API's metrics).
 //
-// Lock order: images.mu, image.mu. openSets.mu is taken alone.
+// The query API is here rather than in a package of its own because it
+// is the same versions seen through another door: it opens them with the
+// page images and the cache reader the other routes use. What is apart,
+// in package sqlquery, is SQLite itself: the read-only, one-statement
+// connection, which knows nothing of chunkd.
+//
+// Lock order: images.mu, image.mu. openSets.mu and versions.mu are taken
+// alone.
 package sqlserve
 
 import (
