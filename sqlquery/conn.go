@@ -15,8 +15,9 @@ import (
 	"sync"
 	"unsafe"
 
-	// The SQLite library the functions come from, and the chunkd VFS.
-	_ "github.com/chunkd/chunkd/sqlitevfs"
+	// The SQLite library the functions come from, the chunkd VFS, and
+	// the types of values and columns.
+	"github.com/chunkd/chunkd/sqlitevfs"
 )
 
 // Conn is one read-only SQLite connection, made safe for statements from
@@ -173,9 +174,9 @@ func (c *Conn) Prepare(sql string) (*Stmt, error) {
 		return nil, &Error{Code: codeAuth, ExtendedCode: codeAuth, Offset: -1, Msg: "not authorized: the statement would write, and this connection is read-only"}
 	}
 	n := int(C.sqlite3_column_count(st))
-	s.cols = make([]Column, n)
+	s.cols = make([]sqlitevfs.Column, n)
 	for i := range s.cols {
-		s.cols[i] = Column{Name: C.GoString(C.sqlite3_column_name(st, C.int(i)))}
+		s.cols[i] = sqlitevfs.Column{Name: C.GoString(C.sqlite3_column_name(st, C.int(i)))}
 		if t := C.sqlite3_column_decltype(st, C.int(i)); t != nil {
 			s.cols[i].DeclType = C.GoString(t)
 		}
@@ -187,7 +188,7 @@ func (c *Conn) Prepare(sql string) (*Stmt, error) {
 		c.cols = (*C.chunkd_q_col)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.chunkd_q_col{}))))
 		c.ncol = n
 	}
-	s.row = make([]Value, n)
+	s.row = make([]sqlitevfs.Value, n)
 	s.sql, s.keep = sql, true
 	return s, nil
 }
@@ -225,13 +226,13 @@ type Stmt struct {
 	st            *C.sqlite3_stmt
 	sql           string
 	keep          bool // the statement passed Prepare's checks: Close keeps it for its text
-	cols          []Column
-	row           []Value
+	cols          []sqlitevfs.Column
+	row           []sqlitevfs.Value
 	deterministic bool
 }
 
 // Columns returns the statement's result columns.
-func (s *Stmt) Columns() []Column { return s.cols }
+func (s *Stmt) Columns() []sqlitevfs.Column { return s.cols }
 
 // Deterministic reports whether the statement's result is a function of
 // the database and its parameters alone: it calls none of the functions
@@ -252,18 +253,18 @@ func (s *Stmt) Params() []string {
 }
 
 // Bind binds v to parameter i (1-based), copying its bytes.
-func (s *Stmt) Bind(i int, v Value) error {
+func (s *Stmt) Bind(i int, v sqlitevfs.Value) error {
 	var rc C.int
 	switch v.Type {
-	case Null:
+	case sqlitevfs.Null:
 		rc = C.sqlite3_bind_null(s.st, C.int(i))
-	case Integer:
+	case sqlitevfs.Integer:
 		rc = C.sqlite3_bind_int64(s.st, C.int(i), C.sqlite3_int64(v.Int))
-	case Real:
-		rc = C.sqlite3_bind_double(s.st, C.int(i), C.double(v.Real))
-	case Text:
+	case sqlitevfs.Float:
+		rc = C.sqlite3_bind_double(s.st, C.int(i), C.double(v.Float))
+	case sqlitevfs.Text:
 		rc = C.chunkd_q_bind_text(s.st, C.int(i), (*C.char)(unsafe.Pointer(unsafe.SliceData(v.Bytes))), C.int(len(v.Bytes)))
-	case Blob:
+	case sqlitevfs.Blob:
 		rc = C.chunkd_q_bind_blob(s.st, C.int(i), unsafe.Pointer(unsafe.SliceData(v.Bytes)), C.int(len(v.Bytes)))
 	default:
 		return &Error{Code: codeMismatch, Offset: -1, Msg: "parameter of no storage class"}
@@ -288,22 +289,19 @@ func (s *Stmt) Step() (bool, error) {
 	vals := unsafe.Slice(s.c.cols, len(s.cols))
 	for i := range s.row {
 		v, cv := &s.row[i], &vals[i]
-		switch cv._type {
-		case C.CHUNKD_SQLITE_INTEGER:
-			*v = Value{Type: Integer, Int: int64(cv.i)}
-		case C.CHUNKD_SQLITE_FLOAT:
-			*v = Value{Type: Real, Real: float64(cv.f)}
-		case C.CHUNKD_SQLITE_TEXT, C.CHUNKD_SQLITE_BLOB:
-			t := Text
-			if cv._type == C.CHUNKD_SQLITE_BLOB {
-				t = Blob
-			}
-			*v = Value{Type: t, Bytes: []byte{}}
+		// SQLite's storage classes are sqlitevfs's Types, numbered alike.
+		switch t := sqlitevfs.Type(cv._type); t {
+		case sqlitevfs.Integer:
+			*v = sqlitevfs.Value{Type: t, Int: int64(cv.i)}
+		case sqlitevfs.Float:
+			*v = sqlitevfs.Value{Type: t, Float: float64(cv.f)}
+		case sqlitevfs.Text, sqlitevfs.Blob:
+			*v = sqlitevfs.Value{Type: t, Bytes: []byte{}}
 			if cv.n > 0 {
 				v.Bytes = unsafe.Slice((*byte)(cv.p), int(cv.n))
 			}
 		default:
-			*v = Value{Type: Null}
+			*v = sqlitevfs.Value{Type: sqlitevfs.Null}
 		}
 	}
 	return true, nil
@@ -311,7 +309,7 @@ func (s *Stmt) Step() (bool, error) {
 
 // Row returns the current row. Its TEXT and BLOB bytes are SQLite's:
 // valid until the next Step or Close, and not to be changed.
-func (s *Stmt) Row() []Value { return s.row }
+func (s *Stmt) Row() []sqlitevfs.Value { return s.row }
 
 // Close ends the statement's run. The Conn keeps it, reset and its
 // parameters cleared, for the next Prepare of the same text (SQLite's

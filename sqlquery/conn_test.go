@@ -66,7 +66,7 @@ func open(t *testing.T, path string) *sqlquery.Conn {
 }
 
 // all runs q with args and returns its rows, the bytes copied.
-func all(t *testing.T, c *sqlquery.Conn, q string, args ...sqlquery.Value) [][]sqlquery.Value {
+func all(t *testing.T, c *sqlquery.Conn, q string, args ...sqlitevfs.Value) [][]sqlitevfs.Value {
 	t.Helper()
 	rows, err := run(context.Background(), c, q, args...)
 	if err != nil {
@@ -75,7 +75,7 @@ func all(t *testing.T, c *sqlquery.Conn, q string, args ...sqlquery.Value) [][]s
 	return rows
 }
 
-func run(ctx context.Context, c *sqlquery.Conn, q string, args ...sqlquery.Value) ([][]sqlquery.Value, error) {
+func run(ctx context.Context, c *sqlquery.Conn, q string, args ...sqlitevfs.Value) ([][]sqlitevfs.Value, error) {
 	s, err := c.Prepare(q)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func run(ctx context.Context, c *sqlquery.Conn, q string, args ...sqlquery.Value
 	}
 	stop := c.InterruptOn(ctx)
 	defer stop()
-	var out [][]sqlquery.Value
+	var out [][]sqlitevfs.Value
 	for {
 		ok, err := s.Step()
 		if err != nil {
@@ -97,7 +97,7 @@ func run(ctx context.Context, c *sqlquery.Conn, q string, args ...sqlquery.Value
 		if !ok {
 			return out, nil
 		}
-		row := make([]sqlquery.Value, len(s.Row()))
+		row := make([]sqlitevfs.Value, len(s.Row()))
 		for i, v := range s.Row() {
 			row[i] = v
 			row[i].Bytes = bytes.Clone(v.Bytes)
@@ -109,20 +109,20 @@ func run(ctx context.Context, c *sqlquery.Conn, q string, args ...sqlquery.Value
 func TestValuesKeepTheirStorageClass(t *testing.T) {
 	c := open(t, edgeDB(t))
 	rows := all(t, c, `SELECT x, d, b FROM v ORDER BY id`)
-	text := func(s string) sqlquery.Value { return sqlquery.Value{Type: sqlquery.Text, Bytes: []byte(s)} }
-	null := sqlquery.Value{}
-	want := [][]sqlquery.Value{
-		{null, text("2024-01-02"), {Type: sqlquery.Integer, Int: 1}},
-		{text(""), text("2024-01-02 03:04:05"), {Type: sqlquery.Integer, Int: 0}},
-		{{Type: sqlquery.Integer, Int: math.MaxInt64}, {Type: sqlquery.Integer, Int: 20240102}, text("yes")},
-		{{Type: sqlquery.Integer, Int: math.MinInt64}, null, null},
-		{{Type: sqlquery.Real, Real: 0.1}, null, null},
-		{{Type: sqlquery.Real, Real: math.Inf(1)}, null, null},
-		{{Type: sqlquery.Blob, Bytes: []byte{0, 0xff, 0x10}}, null, null},
-		{{Type: sqlquery.Blob, Bytes: []byte{}}, null, null},
+	text := func(s string) sqlitevfs.Value { return sqlitevfs.Value{Type: sqlitevfs.Text, Bytes: []byte(s)} }
+	null := sqlitevfs.Value{Type: sqlitevfs.Null}
+	want := [][]sqlitevfs.Value{
+		{null, text("2024-01-02"), {Type: sqlitevfs.Integer, Int: 1}},
+		{text(""), text("2024-01-02 03:04:05"), {Type: sqlitevfs.Integer, Int: 0}},
+		{{Type: sqlitevfs.Integer, Int: math.MaxInt64}, {Type: sqlitevfs.Integer, Int: 20240102}, text("yes")},
+		{{Type: sqlitevfs.Integer, Int: math.MinInt64}, null, null},
+		{{Type: sqlitevfs.Float, Float: 0.1}, null, null},
+		{{Type: sqlitevfs.Float, Float: math.Inf(1)}, null, null},
+		{{Type: sqlitevfs.Blob, Bytes: []byte{0, 0xff, 0x10}}, null, null},
+		{{Type: sqlitevfs.Blob, Bytes: []byte{}}, null, null},
 		{text("héllo, 世界 🌍"), null, null},
 		{text("\xffA"), null, null},
-		{{Type: sqlquery.Real, Real: 1}, null, null},
+		{{Type: sqlitevfs.Float, Float: 1}, null, null},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(rows), len(want))
@@ -130,7 +130,7 @@ func TestValuesKeepTheirStorageClass(t *testing.T) {
 	for i := range want {
 		for j := range want[i] {
 			g, w := rows[i][j], want[i][j]
-			if g.Type != w.Type || g.Int != w.Int || g.Real != w.Real || !bytes.Equal(g.Bytes, w.Bytes) {
+			if g.Type != w.Type || g.Int != w.Int || g.Float != w.Float || !bytes.Equal(g.Bytes, w.Bytes) {
 				t.Errorf("row %d column %d: %+v, want %+v", i+1, j, g, w)
 			}
 		}
@@ -145,7 +145,7 @@ func TestColumnsAndParams(t *testing.T) {
 	}
 	defer s.Close()
 	cols := s.Columns()
-	want := []sqlquery.Column{{"id", "INTEGER"}, {"the x", ""}, {"d", "DATE"}, {"id + 1", ""}}
+	want := []sqlitevfs.Column{{Name: "id", DeclType: "INTEGER"}, {Name: "the x"}, {Name: "d", DeclType: "DATE"}, {Name: "id + 1"}}
 	if len(cols) != len(want) {
 		t.Fatalf("columns %v, want %v", cols, want)
 	}
@@ -158,8 +158,8 @@ func TestColumnsAndParams(t *testing.T) {
 		t.Errorf("params %q, want :id,,,,?5", p)
 	}
 	rows := all(t, c, `SELECT id FROM v WHERE x = ? OR x = ? OR x = ? OR x IS ? ORDER BY id`,
-		sqlquery.Value{Type: sqlquery.Text, Bytes: []byte("")}, sqlquery.Value{Type: sqlquery.Blob, Bytes: []byte{0, 0xff, 0x10}},
-		sqlquery.Value{Type: sqlquery.Integer, Int: math.MaxInt64}, sqlquery.Value{Type: sqlquery.Real, Real: 0.1})
+		sqlitevfs.Value{Type: sqlitevfs.Text, Bytes: []byte("")}, sqlitevfs.Value{Type: sqlitevfs.Blob, Bytes: []byte{0, 0xff, 0x10}},
+		sqlitevfs.Value{Type: sqlitevfs.Integer, Int: math.MaxInt64}, sqlitevfs.Value{Type: sqlitevfs.Float, Float: 0.1})
 	var ids []int64
 	for _, r := range rows {
 		ids = append(ids, r[0].Int)
@@ -168,7 +168,7 @@ func TestColumnsAndParams(t *testing.T) {
 		t.Errorf("bound lookups found ids %v, want [2 3 5 7]", ids)
 	}
 	// A parameter is a value, never SQL.
-	if rows := all(t, c, `SELECT count(*) FROM v WHERE x = ?`, sqlquery.Value{Type: sqlquery.Text, Bytes: []byte("'' OR 1=1")}); rows[0][0].Int != 0 {
+	if rows := all(t, c, `SELECT count(*) FROM v WHERE x = ?`, sqlitevfs.Value{Type: sqlitevfs.Text, Bytes: []byte("'' OR 1=1")}); rows[0][0].Int != 0 {
 		t.Errorf("a bound string matched %d rows", rows[0][0].Int)
 	}
 }
@@ -348,7 +348,7 @@ func TestStatementsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1.Bind(1, sqlquery.Value{Type: sqlquery.Integer, Int: 9})
+	s1.Bind(1, sqlitevfs.Value{Type: sqlitevfs.Integer, Int: 9})
 	s1.Step() // one row of two read, then closed mid-way
 	s1.Close()
 	s2, err := c.Prepare(q)
@@ -362,7 +362,7 @@ func TestStatementsKept(t *testing.T) {
 		t.Errorf("a kept statement kept its parameter or its place: %v, %+v", err, s2.Row())
 	}
 	s2.Close()
-	if rows := all(t, c, q, sqlquery.Value{Type: sqlquery.Integer, Int: 9}); len(rows) != 2 || rows[0][0].Int != 10 {
+	if rows := all(t, c, q, sqlitevfs.Value{Type: sqlitevfs.Integer, Int: 9}); len(rows) != 2 || rows[0][0].Int != 10 {
 		t.Errorf("a kept statement run again: %v", rows)
 	}
 	for i := range 40 {

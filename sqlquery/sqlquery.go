@@ -25,11 +25,14 @@
 //   - InterruptOn stops a statement when its context ends
 //     (sqlite3_interrupt): a time limit, or a client that left.
 //
-// Values come with their storage class as SQLite holds it (Value): the
-// package reads rows with SQLite's C interface rather than through
-// database/sql, whose driver turns a column declared DATE or BOOLEAN
-// into a time or a bool, and which would run a second statement rather
-// than refuse it.
+// Values come with their storage class as SQLite holds it
+// (sqlitevfs.Value, the type sqlitevfs.DB.Each gives too): the package
+// reads rows with SQLite's C interface rather than through database/sql,
+// whose driver turns a column declared DATE or BOOLEAN into a time or a
+// bool. Where DB.Each runs a trusted statement on a connection of a
+// sqlitevfs.DB's pool (chunkd sql), a Conn is a connection of its own,
+// locked down for statements from anyone, that keeps its statements
+// compiled between queries and scopes an interrupt to one statement.
 //
 // The package uses cgo and the SQLite library that
 // github.com/mattn/go-sqlite3 links into the program (package sqlitevfs
@@ -49,50 +52,6 @@ type Options struct {
 	// past it a statement fails with SQLITE_TOOBIG rather than take the
 	// memory (zeroblob(1e9), a group_concat of a whole table).
 	MaxLength int
-}
-
-// Type is a value's storage class.
-type Type uint8
-
-// The storage classes (https://sqlite.org/datatype3.html).
-const (
-	Null Type = iota
-	Integer
-	Real
-	Text
-	Blob
-)
-
-func (t Type) String() string {
-	switch t {
-	case Null:
-		return "null"
-	case Integer:
-		return "integer"
-	case Real:
-		return "real"
-	case Text:
-		return "text"
-	case Blob:
-		return "blob"
-	}
-	return fmt.Sprintf("type(%d)", uint8(t))
-}
-
-// Value is one value as SQLite holds it: Int for an INTEGER, Real for a
-// REAL, Bytes for TEXT (not always valid UTF-8) and BLOB.
-type Value struct {
-	Type  Type
-	Int   int64
-	Real  float64
-	Bytes []byte
-}
-
-// Column is a result column: its name and the type its table declares
-// ("" for an expression).
-type Column struct {
-	Name     string
-	DeclType string
 }
 
 // SQLite's primary result codes this package gives its own errors.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/chunkd/chunkd/api"
-	"github.com/chunkd/chunkd/sqlquery"
+	"github.com/chunkd/chunkd/sqlitevfs"
 )
 
 // format is a result's encoding (api.QueryResult documents them).
@@ -55,7 +55,7 @@ func parseFormat(s string) (format, bool) {
 // limit cut it short, and an error that ended it after rows were sent:
 // CSV has no place for one, and the answer is cut off instead).
 
-func appendHead(b []byte, f format, root string, cols []sqlquery.Column) []byte {
+func appendHead(b []byte, f format, root string, cols []sqlitevfs.Column) []byte {
 	switch f {
 	case formatCSV:
 		for i, c := range cols {
@@ -75,7 +75,7 @@ func appendHead(b []byte, f format, root string, cols []sqlquery.Column) []byte 
 
 // appendHeader appends the members of api.QueryHeader, as an object not
 // yet closed.
-func appendHeader(b []byte, root string, cols []sqlquery.Column) []byte {
+func appendHeader(b []byte, root string, cols []sqlitevfs.Column) []byte {
 	b = append(b, `{"root":"`...)
 	b = append(b, root...)
 	b = append(b, `","columns":[`...)
@@ -99,7 +99,7 @@ func appendJSONText(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-func appendRow(b []byte, f format, n int, row []sqlquery.Value) []byte {
+func appendRow(b []byte, f format, n int, row []sqlitevfs.Value) []byte {
 	switch f {
 	case formatCSV:
 		for i, v := range row {
@@ -129,12 +129,34 @@ func appendRow(b []byte, f format, n int, row []sqlquery.Value) []byte {
 }
 
 // wireValue is v as the API writes it.
-func wireValue(v sqlquery.Value) api.Value {
-	return api.Value{Type: api.SQLType(v.Type), Int: v.Int, Real: v.Real, Bytes: v.Bytes}
+func wireValue(v sqlitevfs.Value) api.Value {
+	switch v.Type {
+	case sqlitevfs.Integer:
+		return api.Value{Type: api.SQLInteger, Int: v.Int}
+	case sqlitevfs.Float:
+		return api.Value{Type: api.SQLReal, Real: v.Float}
+	case sqlitevfs.Text:
+		return api.Value{Type: api.SQLText, Bytes: v.Bytes}
+	case sqlitevfs.Blob:
+		return api.Value{Type: api.SQLBlob, Bytes: v.Bytes}
+	}
+	return api.Value{}
 }
 
-// The storage classes are numbered alike in both packages.
-var _ = [1]struct{}{}[api.SQLBlob-api.SQLType(sqlquery.Blob)]
+// localValue is v as SQLite binds it.
+func localValue(v api.Value) sqlitevfs.Value {
+	switch v.Type {
+	case api.SQLInteger:
+		return sqlitevfs.Value{Type: sqlitevfs.Integer, Int: v.Int}
+	case api.SQLReal:
+		return sqlitevfs.Value{Type: sqlitevfs.Float, Float: v.Real}
+	case api.SQLText:
+		return sqlitevfs.Value{Type: sqlitevfs.Text, Bytes: v.Bytes}
+	case api.SQLBlob:
+		return sqlitevfs.Value{Type: sqlitevfs.Blob, Bytes: v.Bytes}
+	}
+	return sqlitevfs.Value{Type: sqlitevfs.Null}
+}
 
 func appendEnd(b []byte, f format, rows int, truncated bool, err *api.Error) []byte {
 	switch f {

@@ -523,7 +523,7 @@ func bindParams(st *sqlquery.Stmt, p *api.Params) *api.Error {
 		return nil
 	}
 	bind := func(i int, v api.Value) *api.Error {
-		if err := st.Bind(i, sqlquery.Value{Type: sqlquery.Type(v.Type), Int: v.Int, Real: v.Real, Bytes: v.Bytes}); err != nil {
+		if err := st.Bind(i, localValue(v)); err != nil {
 			return bad("parameter %d: %v", i, err)
 		}
 		return nil
