@@ -43,6 +43,7 @@ var otherVariables = map[string]bool{
 	"CHUNKD_LOG_LEVEL":          true, // the extension's logging
 	"CHUNKD_MINIO":              true, // tests: the MinIO binary
 	"CHUNKD_REQUIRE_S3":         true, // tests: fail rather than skip without MinIO
+	"CHUNKD_REQUIRE_CHROMIUM":   true, // tests: fail rather than skip without Chromium
 	"CHUNKD_DOLT":               true, // tests: the dolt binary
 	"CHUNKD_SOAK":               true, // tests: the soak's length
 	"CHUNKD_BENCH_SENTENCES":    true, // benchmarks' data size
