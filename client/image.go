@@ -50,10 +50,11 @@ type Image struct {
 	// of docs/benchmarks.md, so a new process, whose reads are mostly
 	// first ones, preads; a long-running one, which reads its hot pages
 	// again and again, copies them from memory after one fault each.
-	data    *os.File
-	mapped  []byte
-	read    []atomic.Uint32 // a bit per slot: read once already
-	entries []byte          // the .slots file, mapped read-only
+	data        *os.File
+	mapped      []byte
+	read        []atomic.Uint32 // a bit per slot: read once already
+	entriesFile *os.File        // the .slots file, open (for Files)
+	entries     []byte          // and mapped read-only
 	// repairing is set while a repair fill runs.
 	repairing atomic.Bool
 }
@@ -143,7 +144,7 @@ func (c *Client) mapImage(h *httpService, info api.ImageInfo) (im *Image, err er
 		im.data.Close()
 		return nil, fmt.Errorf("client: page image: map %s: %w", info.Data, err)
 	}
-	if im.entries, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Entries)), 8*int64(info.Slots)); err != nil {
+	if im.entriesFile, im.entries, err = mapFile(filepath.Join(c.opts.LocalDir, filepath.FromSlash(info.Entries)), 8*int64(info.Slots)); err != nil {
 		syscall.Munmap(im.mapped)
 		im.data.Close()
 		return nil, fmt.Errorf("client: page image: %w", err)
@@ -170,14 +171,18 @@ func openSized(path string, size int64) (*os.File, error) {
 	return f, nil
 }
 
-// mapFile maps the first size bytes of a file read-only.
-func mapFile(path string, size int64) ([]byte, error) {
+// mapFile opens a file and maps its first size bytes read-only.
+func mapFile(path string, size int64) (*os.File, []byte, error) {
 	f, err := openSized(path, size)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer f.Close()
-	return syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, m, nil
 }
 
 // Slots returns the image's number of slots.
@@ -281,9 +286,27 @@ func (im *Image) repair(i int) {
 	}()
 }
 
-// Close unmaps the image. Reads must have ended.
+// ImageFiles are a page image's files, for a reader that reads its slots
+// itself (the SQLite VFS, in C, with no call into Go): slot i at offset
+// i*SlotSize of Data, its entry (api.PatternImages) at offset 8*i of
+// Entries. Such a reader must use a slot's bytes only when its entry has
+// api.ImageSlotFilled and they match its CRC-32C, as Read does, and
+// leave the others to Read (which has a slot that fails its check filled
+// again); it adds the slots it read to Reads, the client's count of
+// image reads (Stats.ImageReads).
+type ImageFiles struct {
+	Data, Entries *os.File
+	Reads         *atomic.Int64
+}
+
+// Files returns the image's files, open until Close.
+func (im *Image) Files() ImageFiles {
+	return ImageFiles{Data: im.data, Entries: im.entriesFile, Reads: &im.c.ctr.imageReads}
+}
+
+// Close unmaps the image and closes its files. Reads must have ended.
 func (im *Image) Close() error {
-	err := im.data.Close()
+	err := errors.Join(im.data.Close(), im.entriesFile.Close())
 	for _, m := range [][]byte{im.mapped, im.entries} {
 		if e := syscall.Munmap(m); err == nil {
 			err = e

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/client"
 	"github.com/chunkd/chunkd/sqlitevfs"
 )
 
@@ -124,13 +126,35 @@ func (p *Pages) PageAddr(n int64) (addr.Addr, bool) {
 }
 
 // Pages is read by the VFS with every optional capability: ranges,
-// lists, shared bytes, and which pages are local.
+// lists, shared bytes, which pages are local, and the page image's file.
 var (
 	_ sqlitevfs.PageRanger = (*Pages)(nil)
 	_ sqlitevfs.PageLister = (*Pages)(nil)
 	_ sqlitevfs.PageSharer = (*Pages)(nil)
 	_ sqlitevfs.LocalPages = (*Pages)(nil)
+	_ sqlitevfs.SlotPages  = (*Pages)(nil)
 )
+
+// filedImage is an optional interface of a PageImage (client.Image has
+// it) whose slots a reader may read itself.
+type filedImage interface {
+	Files() client.ImageFiles
+	Slots() int
+	SlotSize() int
+}
+
+// SlotFile implements sqlitevfs.SlotPages: the page image's files, one
+// slot a page, which the VFS reads itself (in C: a pread and a CRC a
+// page, with no call into Go) as Read would, leaving the pages the image
+// does not hold (or that fail their check) to ReadPage.
+func (p *Pages) SlotFile() (sqlitevfs.SlotFile, bool) {
+	im, ok := p.img.(filedImage)
+	if !ok || im.Slots() != int(p.v.Pages) || im.SlotSize() != p.v.PageSize {
+		return sqlitevfs.SlotFile{}, false
+	}
+	f := im.Files()
+	return sqlitevfs.SlotFile{Data: f.Data, Entries: f.Entries, Filled: api.ImageSlotFilled, Reads: f.Reads}, true
+}
 
 // Local implements sqlitevfs.LocalPages: page 1 and the interior pages
 // of a version opened from its open set are held in memory, and with a

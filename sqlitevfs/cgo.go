@@ -61,7 +61,7 @@ func fileOf(h C.uintptr_t) *dbFile {
 }
 
 //export goOpen
-func goOpen(name *C.char, flags C.int, outFlags *C.int, handle *C.uintptr_t, devchar, sector *C.int) C.int {
+func goOpen(name *C.char, flags C.int, outFlags *C.int, handle *C.uintptr_t, devchar, sector *C.int, slots **C.chunkd_slots) C.int {
 	// Only main databases get here; the C side gives temporary files to
 	// the default VFS.
 	if name == nil {
@@ -78,6 +78,9 @@ func goOpen(name *C.char, flags C.int, outFlags *C.int, handle *C.uintptr_t, dev
 	*outFlags = C.int(flags&^openReadWrite | openReadOnly)
 	*devchar = iocapImmutable
 	*sector = C.int(r.pageSize)
+	if *slots = r.slots.acquire(); *slots != nil {
+		f.slots = true
+	}
 	*handle = C.uintptr_t(cgo.NewHandle(f))
 	return sqliteOK
 }
@@ -104,7 +107,11 @@ func goClose(h C.uintptr_t) C.int {
 	if h == 0 {
 		return sqliteIOErrClose
 	}
-	fileOf(h).release()
+	f := fileOf(h)
+	if f.slots {
+		f.reg.slots.release()
+	}
+	f.release()
 	cgo.Handle(h).Delete()
 	return sqliteOK
 }

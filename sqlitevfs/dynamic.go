@@ -160,8 +160,7 @@ func (oi *openImage) release(key string) {
 	if !last {
 		return
 	}
-	oi.reg.gone.Store(true)
-	oi.reg.cancel()
+	oi.reg.close()
 	if oi.img.Close != nil {
 		oi.img.Close() //nolint:errcheck // nobody to tell: SQLite closed the file already
 	}

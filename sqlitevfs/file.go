@@ -14,6 +14,7 @@ var errShortRead = errors.New("sqlitevfs: short read")
 type dbFile struct {
 	reg     *registration
 	release func() // called at close: lets go of an Opener's image
+	slots   bool   // holds a reference to reg.slots, which C reads
 	scratch []byte // two pages, for the partial pages at either end of a read
 	scans   connScans
 }

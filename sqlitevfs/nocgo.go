@@ -2,7 +2,10 @@
 
 package sqlitevfs
 
-import "errors"
+import (
+	"errors"
+	"sync/atomic"
+)
 
 // Without cgo there is no SQLite to register with: the package compiles,
 // and Register reports why it cannot work.
@@ -17,3 +20,12 @@ func openedValue(uintptr) (any, error) { return nil, registerVFS() }
 
 // PagesRead needs cgo, like every open.
 func PagesRead(uintptr) int64 { return 0 }
+
+// slotReader reads SlotFiles in C: without cgo, there is none.
+type slotReader struct{}
+
+func newSlotReader(Pages, *atomic.Int64) *slotReader { return nil }
+
+func (*slotReader) release() {}
+
+func (*slotReader) unregistered() {}

@@ -10,13 +10,15 @@
 #include "shim.h"
 #include "_cgo_export.h"
 
-/* An open file: the SQLite base struct, then a cgo.Handle for the Go file
- * and the answers to the per-file questions SQLite asks often. */
+/* An open file: the SQLite base struct, then a cgo.Handle for the Go file,
+ * the answers to the per-file questions SQLite asks often, and the image's
+ * slot file if it has one (read here, without calling into Go). */
 typedef struct chunkdFile {
 	sqlite3_file base;
 	uintptr_t handle;
 	int devchar;
 	int sector;
+	chunkd_slots *slots;
 } chunkdFile;
 
 static sqlite3_vfs *chunkd_default;
@@ -25,11 +27,16 @@ static int cdClose(sqlite3_file *f) {
 	chunkdFile *p = (chunkdFile *)f;
 	int rc = goClose(p->handle);
 	p->handle = 0;
+	p->slots = 0;
 	return rc;
 }
 
 static int cdRead(sqlite3_file *f, void *buf, int n, sqlite3_int64 off) {
-	return goRead(((chunkdFile *)f)->handle, buf, n, off);
+	chunkdFile *p = (chunkdFile *)f;
+	if (p->slots && chunkd_slots_read(p->slots, buf, n, off)) {
+		return CHUNKD_SQLITE_OK;
+	}
+	return goRead(p->handle, buf, n, off);
 }
 
 static int cdWrite(sqlite3_file *f, const void *buf, int n, sqlite3_int64 off) {
@@ -102,6 +109,7 @@ static int cdOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
 	chunkdFile *p = (chunkdFile *)f;
 	uintptr_t handle = 0;
 	int devchar = 0, sector = 0, out = flags;
+	chunkd_slots *slots = 0;
 	int rc;
 
 	if ((flags & CHUNKD_SQLITE_OPEN_MAIN_DB) == 0) {
@@ -118,7 +126,7 @@ static int cdOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
 	}
 
 	memset(p, 0, sizeof(*p));
-	rc = goOpen((char *)name, flags, &out, &handle, &devchar, &sector);
+	rc = goOpen((char *)name, flags, &out, &handle, &devchar, &sector, &slots);
 	if (rc != CHUNKD_SQLITE_OK) {
 		/* With pMethods left NULL, SQLite does not call xClose. */
 		return rc;
@@ -126,6 +134,7 @@ static int cdOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
 	p->handle = handle;
 	p->devchar = devchar;
 	p->sector = sector;
+	p->slots = slots;
 	p->base.pMethods = &chunkd_methods;
 	if (outFlags) {
 		*outFlags = out;

@@ -107,4 +107,35 @@ const char *chunkd_uri_value(const char *name, int n);
  * and if so sets *h to its handle (see sqlitevfs.ValueOf). */
 int chunkd_file_handle(sqlite3_file *f, uintptr_t *h);
 
+
+/* A SlotFile the VFS reads without calling into Go (slots.c, slots.go). */
+typedef struct chunkd_slots chunkd_slots;
+
+/* chunkd_crc32c_hw reports whether the CPU has the CRC-32C instruction
+ * (SSE4.2); without it there is no chunkd_slots. */
+int chunkd_crc32c_hw(void);
+
+/* chunkd_slots_new returns the reader of slots slots of slot_size bytes
+ * in data_fd, with 8-byte entries in entries_fd (see SlotFile), counting
+ * the pages it reads in *reads and *pages_read (either may be NULL); it
+ * reads duplicates of the descriptors, which chunkd_slots_free closes.
+ * NULL when the CPU lacks the CRC instruction, or descriptors or memory
+ * are short. */
+chunkd_slots *chunkd_slots_new(int data_fd, int entries_fd, int slot_size, int64_t slots, uint64_t filled, int64_t *reads, int64_t *pages_read);
+
+/* chunkd_slots_read reads the page at off (n bytes, a whole slot) into
+ * buf and reports whether it did: its slot filled, and its bytes matching
+ * their CRC-32C. 0 leaves the read to Go. */
+int chunkd_slots_read(chunkd_slots *s, void *buf, int n, int64_t off);
+
+/* chunkd_slots_gone makes every later read of s return 0. */
+void chunkd_slots_gone(chunkd_slots *s);
+
+/* chunkd_slots_free closes s's descriptors and frees it. */
+void chunkd_slots_free(chunkd_slots *s);
+
+/* chunkd_slots_crc returns the CRC-32C of one slot's bytes at p, as
+ * chunkd_slots_read computes it (for tests). */
+uint32_t chunkd_slots_crc(chunkd_slots *s, const void *p);
+
 #endif

@@ -206,6 +206,7 @@ type registration struct {
 	gone      atomic.Bool // set by Unregister
 	lastErr   atomic.Pointer[error]
 	pagesRead atomic.Int64 // pages SQLite read (its page caches' misses)
+	slots     *slotReader  // the pages' SlotFile as C reads it, or nil
 
 	value any   // an Opener's Image.Value
 	err   error // why an Opener's image did not open; no pages then
@@ -248,7 +249,7 @@ func Register(name string, p Pages, o *Options) error {
 	mu.Lock()
 	defer mu.Unlock()
 	if registry[name] != nil {
-		r.cancel()
+		r.close()
 		return fmt.Errorf("%w: %q", ErrExists, name)
 	}
 	registry[name] = r
@@ -270,7 +271,17 @@ func newRegistration(name string, p Pages, o *Options) (*registration, error) {
 	if size := r.opts.readAhead(); r.ranger != nil && size > 1 {
 		r.pages = newReadAhead(r.ctx, p, r.ranger, size, r.opts.CacheKiB)
 	}
+	r.slots = newSlotReader(p, &r.pagesRead)
 	return r, nil
+}
+
+// close ends the registration's reads: those of files still open on it
+// fail from now on (with ErrUnregistered), and those in progress see
+// their context canceled.
+func (r *registration) close() {
+	r.gone.Store(true)
+	r.cancel()
+	r.slots.unregistered()
 }
 
 // Unregister removes name. Opening it fails from now on; connections that
@@ -284,8 +295,7 @@ func Unregister(name string) error {
 	if r == nil {
 		return fmt.Errorf("%w: %q", ErrNotRegistered, name)
 	}
-	r.gone.Store(true)
-	r.cancel()
+	r.close()
 	return nil
 }
 
