@@ -1,10 +1,6 @@
 package api
 
-import (
-	"fmt"
-
-	"github.com/chunkd/chunkd/api/chunkpb"
-)
+import "fmt"
 
 // Tier says where the server found a chunk. Its values are the tier byte of a
 // batch frame and the numbers of the gRPC enum chunkd.v1.Tier.
@@ -57,19 +53,6 @@ func ParseTier(s string) (Tier, error) {
 		}
 	}
 	return TierUnspecified, fmt.Errorf("unknown chunk tier %q: want memory, disk, partial or store", clip(s))
-}
-
-// Proto returns the gRPC enum value of t. A tier this version does not know
-// maps to the enum number of the same value, which protobuf carries as is.
-func (t Tier) Proto() chunkpb.Tier { return chunkpb.Tier(t) }
-
-// TierFromProto returns the Tier of a gRPC enum value. Values outside 0..255
-// (which no chunkd server sends) become TierUnspecified.
-func TierFromProto(p chunkpb.Tier) Tier {
-	if p < 0 || p > 255 {
-		return TierUnspecified
-	}
-	return Tier(p)
 }
 
 // clip shortens s for an error message.

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -56,13 +55,3 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 // tlsOnly reports whether TLS files were given, which a plain http:// or
 // grpc:// address would silently ignore.
 func (a serviceAuth) tlsOnly() bool { return a.caFile != "" || a.certFile != "" || a.keyFile != "" }
-
-// bearer is gRPC per-call credentials carrying the token. It does not
-// require TLS: a token to a service on loopback is still a token.
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (bearer) RequireTransportSecurity() bool { return false }

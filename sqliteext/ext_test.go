@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -330,6 +331,7 @@ func errorCases(t testing.TB, f *fixture) []errorCase {
 		{"unknown parameter", uri(dbName, "store="+f.store, "servce=x"), q, "SQLITE_CANTOPEN", `unknown URI parameter "servce"`},
 		{"no service or store", uri(dbName), q, "SQLITE_CANTOPEN", "no service= or store="},
 		{"bad store URL", uri(dbName, "store=gopher://x"), q, "SQLITE_CANTOPEN", `unknown scheme "gopher"`},
+		{"gRPC service", uri(dbName, "service=grpc://"+refused), q, "SQLITE_CANTOPEN", "reads cache services over HTTP only"},
 		{"token refused", uri(dbName, "service="+f.tokenService, "token=wrong-t0ken"), q, "SQLITE_IOERR_READ", "401"},
 		{"unreachable service, a token", uri(dbName, "service=http://"+refused, "token=t0ken-of-mine"), q, "SQLITE_IOERR_READ", "connection refused"},
 		{"store URL with a secret", uri(dbName, "store=s3://b/p?endpoint=http://"+refused+"&access_key=ak&secret_key=s3cr3t-key&retries=0"), q, "SQLITE_IOERR_READ", refused},
@@ -618,6 +620,21 @@ func TestSameHostFallback(t *testing.T) {
 			t.Errorf("as the service's user: directory %q, %d pages from the image; want the page image", dir, images)
 		case who != "root" && (dir != "" || images != 0 || requests < 2):
 			t.Errorf("as %s: directory %q, %d pages from the image, %d service requests; want every page through the API", who, dir, images, requests)
+		}
+	}
+}
+
+// TestLinksNoGRPC: the extension reads services over HTTP and links no
+// gRPC or protobuf (scripts/build-extension's chunkd_nogrpc tag), which
+// every process that loads it would pay for in load time.
+func TestLinksNoGRPC(t *testing.T) {
+	info, err := buildinfo.ReadFile(extPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range info.Deps {
+		if strings.HasPrefix(m.Path, "google.golang.org/grpc") || strings.HasPrefix(m.Path, "google.golang.org/protobuf") {
+			t.Errorf("the extension links %s %s", m.Path, m.Version)
 		}
 	}
 }
