@@ -147,11 +147,13 @@ func localHost(ctx context.Context, base string) bool {
 			ips = append(ips, a.IP)
 		}
 	}
-	ifaddrs, _ := net.InterfaceAddrs()
 	for _, ip := range ips {
 		if ip.IsLoopback() {
-			return true
+			return true // no need to list the interfaces (a netlink dump, 0.2 ms of a fresh process's CPU time)
 		}
+	}
+	ifaddrs, _ := net.InterfaceAddrs()
+	for _, ip := range ips {
 		for _, a := range ifaddrs {
 			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
 				return true

@@ -123,63 +123,77 @@ func benchSetup(b *testing.B) (chunkd, file, storeDir string, svc *service.Servi
 // the extension with a URI that names only the service (the client finds
 // the service's directory and reads the version's page image), in the
 // sqlite3 shell and in /usr/bin/python3, each against the same program on
-// the plain local file, alternately, a new process per query. It reports
-// the median wall times and their ratios (shell-ratio, python-ratio: the
-// extension's over the local file's).
+// the plain local file, and the same program with the extension loaded
+// but reading the local file (what loading the extension costs),
+// alternately, a new process per query. It reports each side's mean CPU
+// time (user+sys: on a shared machine wall time mostly measures the other
+// processes) and median wall time, and the ratios of the extension's to
+// the local file's (shell-cpu, shell-wall, python-cpu, python-wall).
 func BenchmarkSameHost(b *testing.B) {
 	needTools(b, "sqlite3", python)
 	_, file, _, svc := benchSetup(b)
 	query := strings.TrimSuffix(gen.SeedQuery, ";")
 	u := uri(dbName, "service="+svc.URL())
-	shellRun := func(open string, load bool) func() (int, error) {
+	local := "file:" + file + "?mode=ro"
+	shellRun := func(open string, load bool) func() (int, time.Duration, error) {
 		script := fmt.Sprintf(".open %s\n.mode list\n%s;\n", open, query)
 		if load {
 			script = ".load " + extPath + "\n" + script
 		}
-		return func() (int, error) {
-			out, err := run(exec.Command("sqlite3", "-batch"), script)
-			return strings.Count(out, "\n"), err
+		return func() (int, time.Duration, error) {
+			cmd := exec.Command("sqlite3", "-batch")
+			out, err := run(cmd, script)
+			return strings.Count(out, "\n"), cpuTime(cmd), err
 		}
 	}
-	pyRun := func(open string, load bool) func() (int, error) {
+	pyRun := func(open string, load bool) func() (int, time.Duration, error) {
 		src := "import sqlite3, sys\n"
 		if load {
 			src += "l = sqlite3.connect(':memory:'); l.enable_load_extension(True); l.load_extension(sys.argv[2])\n"
 		}
 		src += "c = sqlite3.connect(sys.argv[1], uri=True)\nprint(len(c.execute(sys.argv[3]).fetchall()))\n"
-		return func() (int, error) {
-			out, err := run(exec.Command(python, "-c", src, open, extPath, query), "")
+		return func() (int, time.Duration, error) {
+			cmd := exec.Command(python, "-c", src, open, extPath, query)
+			out, err := run(cmd, "")
 			var n int
 			fmt.Sscan(out, &n)
-			return n, err
+			return n, cpuTime(cmd), err
 		}
 	}
 	// A first same-host reader has the service register the version's
 	// page image; the service fills it in the background.
-	if _, err := shellRun(u, true)(); err != nil {
+	if _, _, err := shellRun(u, true)(); err != nil {
 		b.Fatal(err)
 	}
 	if err := waitImageFilled(svc.Cache.Host().Dir, 5*time.Minute); err != nil {
 		b.Fatal(err)
 	}
+	type side struct {
+		name      string
+		run       func() (int, time.Duration, error)
+		cpu, wall []time.Duration
+	}
 	for _, prog := range []struct {
-		name       string
-		local, ext func() (int, error)
-	}{
-		{"shell", shellRun("file:"+file+"?mode=ro", false), shellRun(u, true)},
-		{"python", pyRun("file:"+file+"?mode=ro", false), pyRun(u, true)},
-	} {
+		name string
+		run  func(open string, load bool) func() (int, time.Duration, error)
+	}{{"shell", shellRun}, {"python", pyRun}} {
 		b.Run(prog.name, func(b *testing.B) {
-			var localTimes, extTimes []time.Duration
+			sides := []*side{
+				{name: "local", run: prog.run(local, false)},
+				{name: "loaded", run: prog.run(local, true)}, // the extension loaded, the local file read
+				{name: "ext", run: prog.run(u, true)},
+			}
 			want := 0
-			for b.Loop() {
-				for _, side := range []struct {
-					run   func() (int, error)
-					times *[]time.Duration
-				}{{prog.local, &localTimes}, {prog.ext, &extTimes}} {
+			for i := 0; b.Loop(); i++ {
+				for k := range sides {
+					if i%2 == 1 { // alternate the order too
+						k = len(sides) - 1 - k
+					}
+					sd := sides[k]
 					start := time.Now()
-					rows, err := side.run()
-					*side.times = append(*side.times, time.Since(start))
+					rows, cpu, err := sd.run()
+					sd.wall = append(sd.wall, time.Since(start))
+					sd.cpu = append(sd.cpu, cpu)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -191,12 +205,23 @@ func BenchmarkSameHost(b *testing.B) {
 					}
 				}
 			}
-			l, e := median(localTimes), median(extTimes)
-			b.ReportMetric(float64(l.Microseconds())/1e3, "local-ms")
-			b.ReportMetric(float64(e.Microseconds())/1e3, "ext-ms")
-			b.ReportMetric(float64(e)/float64(l), prog.name+"-ratio")
+			for _, sd := range sides {
+				b.ReportMetric(float64(mean(sd.cpu).Microseconds())/1e3, sd.name+"-cpu-ms")
+				b.ReportMetric(float64(median(sd.wall).Microseconds())/1e3, sd.name+"-wall-ms")
+			}
+			l, e := sides[0], sides[2]
+			b.ReportMetric(float64(mean(e.cpu))/float64(mean(l.cpu)), prog.name+"-cpu")
+			b.ReportMetric(float64(median(e.wall))/float64(median(l.wall)), prog.name+"-wall")
 		})
 	}
+}
+
+// cpuTime is the CPU time (user and system) a command that ran took.
+func cpuTime(cmd *exec.Cmd) time.Duration {
+	if cmd.ProcessState == nil {
+		return 0
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 // waitImageFilled waits until a page image in the cache directory dir has
@@ -229,6 +254,14 @@ func run(cmd *exec.Cmd, stdin string) (string, error) {
 		return "", fmt.Errorf("%s: %v: %s", cmd.Path, err, errOut.String())
 	}
 	return out.String(), nil
+}
+
+func mean(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
 }
 
 func median(ds []time.Duration) time.Duration {
