@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/chunkd/chunkd/cache"
 	"github.com/chunkd/chunkd/gen"
 	"github.com/chunkd/chunkd/internal/bank"
+	"github.com/chunkd/chunkd/service"
 	"github.com/chunkd/chunkd/sqlchunks"
 	"github.com/chunkd/chunkd/sqlitevfs"
 	"github.com/chunkd/chunkd/store"
@@ -244,7 +247,7 @@ func lifecyclePublish(ctx context.Context, r *Runner) error {
 	defer st.Close()
 	rep.Env.Set("publish", "a bank of %d accounts (WAL, synchronous=FULL), a writer process making %d transfers a second (each its own transaction); "+
 		"chunkd publish at --interval %v in the suite's process, into a local folder store in %s; 2 reader processes polling the manifest every 10 ms, "+
-		"checking every version (sum of balances) and noting when each became the head. Phases of %v, writer alone and with publish, alternating, 3 of each, with no reader (the commit latencies); then one of twice that with publish and the readers (the lag)",
+		"reading every version through a cache service (in the suite's process) the moment they see it, checking it (sum of balances) and noting when each became the head. Phases of %v, writer alone and with publish, alternating, 3 of each, with no reader (the commit latencies); then one of twice that with publish and the readers (the lag)",
 		accounts, rate, interval, where, phase)
 	w, err := bank.StartWriter(path, rate)
 	if err != nil {
@@ -300,9 +303,24 @@ func lifecyclePublish(ctx context.Context, r *Runner) error {
 		phaseRun(i+1, i%2 == 1, false, phase)
 	}
 	// Then publish with the readers: the lag, and every version checked.
+	// They read each version through a cache service over the store, by
+	// its root, the moment they see it in the manifest.
+	cacheDir, err := os.MkdirTemp(r.Config.CacheDir, "lifecycle-")
+	if err != nil {
+		w.Stop()
+		return err
+	}
+	defer os.RemoveAll(cacheDir)
+	svc, err := service.Start(service.Config{Cache: cache.Config{Store: st, CacheDir: cacheDir, NoFsync: !r.Config.Fsync}, HTTP: "127.0.0.1:0",
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		w.Stop()
+		return err
+	}
+	defer svc.Close()
 	var readers []*bank.Reader
 	for range 2 {
-		rd, err := bank.StartReader(storeDir, "bank")
+		rd, err := bank.StartReader(storeDir, "bank", svc.URL())
 		if err != nil {
 			w.Stop()
 			return err

@@ -395,7 +395,7 @@ func (d *database) find(ctx context.Context, a addr.Addr) (*table, tablefile.Ent
 		if t, e, ok := tablefile.Find(tables, (*table).index, a); ok {
 			return t, e, nil
 		}
-		if attempt > 0 || (!loadedAt.IsZero() && time.Since(loadedAt) < d.env.cfg.ManifestTTL) {
+		if attempt > 0 {
 			if missing > 0 {
 				return nil, tablefile.Entry{}, fmt.Errorf("chunk %s: %w", a, missingErr)
 			}
@@ -404,9 +404,15 @@ func (d *database) find(ctx context.Context, a addr.Addr) (*table, tablefile.Ent
 			}
 			return nil, tablefile.Entry{}, nil
 		}
-		// The database may have new files: read its manifest again, once
-		// for all concurrent misses.
-		if err := d.refreshShared(ctx); err != nil {
+		// The database may have new files (a version published a moment
+		// ago): read its manifest again before answering "absent", once
+		// for all concurrent misses; while it is fresh (younger than the
+		// TTL), a strict read, at most one every minFreshInterval.
+		refresh := d.refreshShared
+		if !loadedAt.IsZero() && time.Since(loadedAt) < d.env.cfg.ManifestTTL {
+			refresh = d.refreshNow
+		}
+		if err := refresh(ctx); err != nil {
 			return nil, tablefile.Entry{}, err
 		}
 	}

@@ -41,7 +41,8 @@ func startPublish(t *testing.T, args ...string) *publisher {
 // beside it, while reader processes check each new version: every
 // version keeps the sum of balances, nothing committed before the kill
 // is lost, every version gc retains still reads, and SIGTERM stops it
-// cleanly.
+// cleanly. The readers read through a chunkd serve: a version is readable
+// through it the moment it is published.
 func TestPublishBank(t *testing.T) {
 	for _, wal := range []bool{true, false} {
 		t.Run(map[bool]string{true: "wal", false: "rollback"}[wal], func(t *testing.T) { publishBank(t, wal) })
@@ -82,9 +83,12 @@ func publishBank(t *testing.T, wal bool) {
 	}
 	args := []string{"--store", storeDir, "--db", "bank", "--watch", path, "--interval", "200ms"}
 	p := startPublish(t, args...)
+	// The readers read each version through a cache service alone, the
+	// moment they see it in the store's manifest.
+	svc := startService(t, storeDir, filepath.Join(dir, "cache"))
 	var readers []*bank.Reader
 	for range 2 {
-		r, err := bank.StartReader(storeDir, "bank")
+		r, err := bank.StartReader(storeDir, "bank", svc.http)
 		if err != nil {
 			t.Fatal(err)
 		}

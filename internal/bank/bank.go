@@ -268,9 +268,12 @@ type Reader struct {
 
 // StartReader starts a reader process: it polls database db of the store
 // at storeURL for a new head every 10 ms and checks every version since
-// the first head it saw, until Stop.
-func StartReader(storeURL, db string) (*Reader, error) {
-	cmd, out, err := start("reader:" + db + ":" + storeURL)
+// the first head it saw, until Stop. With a service (its URL), it reads
+// each version through that cache service alone, by its root, the moment
+// it sees it: what an application reading a version just published does.
+// With service "" it reads the store.
+func StartReader(storeURL, db, service string) (*Reader, error) {
+	cmd, out, err := start("reader:" + db + "\t" + service + "\t" + storeURL)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +306,8 @@ func (r *Reader) Stop() error {
 // readerMain checks every new version as the head moves, printing a Seen
 // as JSON for each.
 func readerMain(job string) error {
-	db, storeURL, _ := strings.Cut(job, ":")
+	db, rest, _ := strings.Cut(job, "\t")
+	service, storeURL, _ := strings.Cut(rest, "\t")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	s, err := store.Open(ctx, storeURL)
@@ -327,7 +331,7 @@ func readerMain(job string) error {
 		at := time.Now()
 		first := last.IsEmpty()
 		last = m.Root
-		for _, s := range checkSince(ctx, s, db, m.Root, at, checked, first) {
+		for _, s := range checkSince(ctx, s, service, db, m.Root, at, checked, first) {
 			if err := enc.Encode(s); err != nil {
 				return err
 			}
@@ -336,11 +340,16 @@ func readerMain(job string) error {
 	return nil
 }
 
-// checkSince checks head and every version before it not checked yet
+// checkSince checks head and every version before it not checked yet,
+// through the service if there is one, else from the store
 // (only the head, on the reader's first look: the versions made before
 // it started are not its to check).
-func checkSince(ctx context.Context, s store.Store, db string, head addr.Addr, at time.Time, checked map[addr.Addr]bool, first bool) []Seen {
-	c, err := client.Open(ctx, client.Options{Store: s, DB: db, MemBytes: -1})
+func checkSince(ctx context.Context, s store.Store, service, db string, head addr.Addr, at time.Time, checked map[addr.Addr]bool, first bool) []Seen {
+	opts := client.Options{Store: s, DB: db, MemBytes: -1}
+	if service != "" {
+		opts = client.Options{Service: service, DB: db, MemBytes: -1}
+	}
+	c, err := client.Open(ctx, opts)
 	if err != nil {
 		return []Seen{{Root: head, At: at, Err: err.Error()}}
 	}
