@@ -519,6 +519,11 @@ func (c *Client) askStore(ctx context.Context, want []addr.Addr, ks []int, send 
 	}
 	if err != nil {
 		for _, k := range ks {
+			err := err
+			if errors.Is(err, errNoStore) && c.svc != nil && c.svcErr.Load() == nil {
+				// The service answered, without the chunk: say so.
+				err = fmt.Errorf("client: chunk %s of database %q: the cache service %s does not hold it, and there is no store (Options.Store) to look in: %w", want[k], c.opts.DB, c.svc, errNoStore)
+			}
 			send(item{src: fromStore, k: k, err: err})
 		}
 		send(item{src: fromStore, done: true, ks: ks})

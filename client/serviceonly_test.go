@@ -51,8 +51,8 @@ func testServiceOnly(t *testing.T, db *testdb.DB, url, scheme string) {
 		t.Fatalf("Refresh: %v", err)
 	}
 	missing := addr.Of([]byte("in no table file"))
-	if _, err := c.Get(ctx, missing); err == nil {
-		t.Fatal("Get of a chunk the service does not have succeeded")
+	if _, err := c.Get(ctx, missing); err == nil || !strings.Contains(err.Error(), missing.String()) || !strings.Contains(err.Error(), "does not hold it") {
+		t.Fatalf("Get of a chunk the service does not have: %v; want an error naming the chunk and that the service lacks it", err)
 	}
 
 	// A database the service does not know.
