@@ -173,7 +173,7 @@ func (c *Cache) GetChunk(ctx context.Context, db string, a addr.Addr) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	t, e, err := d.find(ctx, a)
+	t, e, err := d.findFresh(ctx, a)
 	if err != nil || t == nil {
 		return Result{}, err
 	}
@@ -209,16 +209,17 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 		e tablefile.Entry
 	}
 	perTable := map[*table][]want{}
-	var order []*table
+	var (
+		order  []*table
+		misses []int
+	)
 	for i, a := range addrs {
 		t, e, err := d.find(ctx, a)
 		if err != nil {
 			return err
 		}
 		if t == nil {
-			if err := fn(i, Result{}); err != nil {
-				return err
-			}
+			misses = append(misses, i)
 			continue
 		}
 		if data, ok := c.mem.get(a); ok {
@@ -232,6 +233,29 @@ func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn 
 			order = append(order, t)
 		}
 		perTable[t] = append(perTable[t], want{i, e})
+	}
+	// What no known file holds is looked for again once the manifest has
+	// been read now (a version published a moment ago), then answered.
+	if len(misses) > 0 {
+		if err := d.refreshNow(ctx); err != nil {
+			return err
+		}
+		for _, i := range misses {
+			t, e, err := d.find(ctx, addrs[i])
+			if err != nil {
+				return err
+			}
+			if t == nil {
+				if err := fn(i, Result{}); err != nil {
+					return err
+				}
+				continue
+			}
+			if perTable[t] == nil {
+				order = append(order, t)
+			}
+			perTable[t] = append(perTable[t], want{i, e})
+		}
 	}
 	if flush != nil && len(order) > 0 {
 		flush() // memory hits reach the client before any file is read

@@ -1211,6 +1211,44 @@ func TestCheckVersion(t *testing.T) {
 	}
 }
 
+// TestNewVersionChunks: the chunks of a version published a moment ago
+// are found by GetChunk, GetChunks and Locate at once, with the manifest
+// younger than its TTL (they were "absent" until the TTL passed: a reader
+// of the service alone failed on a version just published).
+func TestNewVersionChunks(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testdb.Options{Chunks: 10}, Config{ManifestTTL: time.Hour})
+	f.get(f.db.All()[0]) // the manifest is read, and fresh for an hour
+	f.waitDownloads(1)   // (a download's end reads it again)
+	// newVersion makes the manifest name only the new version's file:
+	// each is checked before the next.
+	next := f.newVersion(t, 20)
+	a := next.Files[0].Addrs[0]
+	if r, err := f.cache.GetChunk(ctx, "db1", a); err != nil || !r.Found || !bytes.Equal(r.Data, next.Chunks[a]) {
+		t.Errorf("GetChunk of a new version's chunk: found %v, %v", r.Found, err)
+	}
+	next = f.newVersion(t, 21)
+	b := next.Files[0].Addrs
+	found := 0
+	err := f.cache.GetChunks(ctx, "db1", append([]addr.Addr{addr.Of([]byte("in no version"))}, b...), func(i int, r Result) error {
+		if i > 0 && r.Found && bytes.Equal(r.Data, next.Chunks[b[i-1]]) {
+			found++
+		}
+		if i == 0 && r.Found {
+			t.Error("GetChunks found an address no version has")
+		}
+		return nil
+	}, nil)
+	if err != nil || found != len(b) {
+		t.Errorf("GetChunks of a new version's chunks: %d of %d found, %v", found, len(b), err)
+	}
+	next = f.newVersion(t, 22)
+	locs, err := f.cache.Locate(ctx, "db1", next.Files[0].Addrs[:1])
+	if err != nil || locs[0].File == "" {
+		t.Errorf("Locate of a new version's chunk: %+v, %v", locs, err)
+	}
+}
+
 // TestDropsFilesNoLongerNamed: a cached file the manifest stops naming
 // (gc collected it, or merged it into another) leaves the disk once the
 // manifest is read again; files still named stay.

@@ -387,6 +387,23 @@ func (d *database) publish(root addr.Addr, tables []*table, byName map[string]*t
 // if the database does not hold it. No IO unless the manifest is stale,
 // and a chunk is absent only when the manifest is fresh and every one of
 // the database's files could be opened.
+// findFresh is find, but an address no known file holds is looked for
+// again after a strict read of the manifest (at most one every
+// minFreshInterval, shared by concurrent callers): a version published a
+// moment ago is found at once, and "absent" is an answer about the
+// manifest as it is now, not as it was up to ManifestTTL ago. Batch
+// callers use find, then recheck once for all their misses.
+func (d *database) findFresh(ctx context.Context, a addr.Addr) (*table, tablefile.Entry, error) {
+	t, e, err := d.find(ctx, a)
+	if t != nil || err != nil {
+		return t, e, err
+	}
+	if err := d.refreshNow(ctx); err != nil {
+		return nil, tablefile.Entry{}, err
+	}
+	return d.find(ctx, a)
+}
+
 func (d *database) find(ctx context.Context, a addr.Addr) (*table, tablefile.Entry, error) {
 	for attempt := 0; ; attempt++ {
 		d.mu.RLock()
@@ -395,7 +412,7 @@ func (d *database) find(ctx context.Context, a addr.Addr) (*table, tablefile.Ent
 		if t, e, ok := tablefile.Find(tables, (*table).index, a); ok {
 			return t, e, nil
 		}
-		if attempt > 0 {
+		if attempt > 0 || (!loadedAt.IsZero() && time.Since(loadedAt) < d.env.cfg.ManifestTTL) {
 			if missing > 0 {
 				return nil, tablefile.Entry{}, fmt.Errorf("chunk %s: %w", a, missingErr)
 			}
@@ -404,15 +421,9 @@ func (d *database) find(ctx context.Context, a addr.Addr) (*table, tablefile.Ent
 			}
 			return nil, tablefile.Entry{}, nil
 		}
-		// The database may have new files (a version published a moment
-		// ago): read its manifest again before answering "absent", once
-		// for all concurrent misses; while it is fresh (younger than the
-		// TTL), a strict read, at most one every minFreshInterval.
-		refresh := d.refreshShared
-		if !loadedAt.IsZero() && time.Since(loadedAt) < d.env.cfg.ManifestTTL {
-			refresh = d.refreshNow
-		}
-		if err := refresh(ctx); err != nil {
+		// The database may have new files: read its manifest again, once
+		// for all concurrent misses.
+		if err := d.refreshShared(ctx); err != nil {
 			return nil, tablefile.Entry{}, err
 		}
 	}

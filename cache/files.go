@@ -103,24 +103,44 @@ type Location struct {
 }
 
 // Locate finds addrs in database db, without IO unless the manifest is
-// stale.
+// stale or an address is in no file it knows (then it reads the manifest
+// again, once).
 func (c *Cache) Locate(ctx context.Context, db string, addrs []addr.Addr) ([]Location, error) {
 	d, err := c.database(ctx, db)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Location, len(addrs))
-	for i, a := range addrs {
-		t, e, err := d.find(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		if t == nil {
-			continue
+	var misses []int
+	locate := func(i int) error {
+		t, e, err := d.find(ctx, addrs[i])
+		if err != nil || t == nil {
+			return err
 		}
 		out[i] = Location{File: t.name, Offset: e.Offset, Length: e.Length}
 		if off, n, ok := t.idx.DictSpan(e); ok {
 			out[i].DictOffset, out[i].DictLength = off, n
+		}
+		return nil
+	}
+	for i := range addrs {
+		if err := locate(i); err != nil {
+			return nil, err
+		}
+		if out[i].File == "" {
+			misses = append(misses, i)
+		}
+	}
+	// What no known file holds is looked for again, once, after a read of
+	// the manifest now (a version published a moment ago).
+	if len(misses) > 0 {
+		if err := d.refreshNow(ctx); err != nil {
+			return nil, err
+		}
+		for _, i := range misses {
+			if err := locate(i); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
