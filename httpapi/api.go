@@ -304,15 +304,48 @@ func chunkRoute(r *http.Request) (db, address string, ok bool) {
 
 func plainSegment(s string) bool { return s != "" && s != "." && s != ".." }
 
-// mayOutrankChunk reports whether the mux could route some chunk read to
-// pattern ("[METHOD ][HOST]/PATH") rather than to api.PatternChunk: a
-// pattern for a host outranks any without, and one more specific than
-// the chunk's begins with its literal segments, /v1/dbs/.
+// mayOutrankChunk reports whether the mux could route some chunk read,
+// GET /v1/dbs/DB/chunks/ADDRESS with plain segments, to pattern
+// ("[METHOD ][HOST]/PATH") rather than to api.PatternChunk: a pattern for
+// a host outranks any without; a path pattern can only if its segments
+// can match a chunk path's (a literal where the chunk's pattern has a
+// wildcard is more specific; {x...} or a trailing slash matches the rest).
+// Every other route under /v1/dbs/ (the query API's, the page images')
+// leaves the fast path on; before this looked at segments, any of them
+// turned it off for every chunk read of chunkd serve (its CPU per
+// request at 8 clients was 80-103 us against 46-55 with the fast path).
 func mayOutrankChunk(pattern string) bool {
-	if _, p, ok := strings.Cut(pattern, " "); ok {
-		pattern = strings.TrimLeft(p, " \t")
+	method, path := "", pattern
+	if m, p, ok := strings.Cut(pattern, " "); ok {
+		method, path = m, strings.TrimLeft(p, " \t")
 	}
-	return !strings.HasPrefix(pattern, "/") || strings.HasPrefix(pattern, api.DBsPrefix)
+	if method != "" && method != http.MethodGet {
+		return false // a GET is routed to a GET pattern (or one with no method) only
+	}
+	if !strings.HasPrefix(path, "/") {
+		return true // a host's pattern
+	}
+	chunk := []string{"v1", "dbs", "", "chunks", ""} // "": any plain segment
+	segs := strings.Split(path[1:], "/")
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		if last && seg == "" {
+			return true // a trailing slash: the rest of any path below
+		}
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "...}") {
+			return true
+		}
+		if i >= len(chunk) || seg == "{$}" {
+			return false
+		}
+		if strings.HasPrefix(seg, "{") || chunk[i] == "" {
+			continue // a wildcard, or a literal where the chunk's has one
+		}
+		if seg != chunk[i] {
+			return false
+		}
+	}
+	return len(segs) == len(chunk)
 }
 
 // noRouteWriter replaces the mux's plain-text error body with an api.Error.

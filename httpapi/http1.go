@@ -74,6 +74,8 @@ type HTTP1 struct {
 	Spin time.Duration
 
 	spin    spin.Policy
+	fast    atomic.Int64 // requests Fast answered
+	handed  atomic.Int64 // connections handed to Server
 	mu      sync.Mutex
 	closing bool
 	lns     []net.Listener
@@ -125,6 +127,7 @@ func (s *HTTP1) Serve(ln net.Listener) error {
 		}
 		delay = 0
 		if _, ok := nc.(*tls.Conn); ok {
+			s.handed.Add(1)
 			s.handoff.give(nc)
 			continue
 		}
@@ -297,9 +300,11 @@ func (c *http1Conn) serve() {
 				c.nc.Close()
 				return
 			}
+			c.s.handed.Add(1)
 			c.s.handoff.give(&handedConn{Conn: c.nc, r: c.br})
 			return
 		}
+		c.s.fast.Add(1)
 		if !keep {
 			c.nc.Close()
 			return
@@ -307,13 +312,19 @@ func (c *http1Conn) serve() {
 	}
 }
 
-// SpinMetrics are the counters of s's polling for requests,
-// chunkd_spin_polls_total by result: ready (the request came), expired
-// (it did not within Spin), busy (another request or thread needed the
-// CPU), skipped (no poll: other work in progress, or a run of expiries).
-func (s *HTTP1) SpinMetrics() []prometheus.Collector {
+// Metrics are the counters of s's fast path (requests it answered,
+// connections it handed to net/http) and of its polling for requests,
+// to be registered once.
+func (s *HTTP1) Metrics() []prometheus.Collector {
 	st := s.spin.Stats()
-	var cs []prometheus.Collector
+	cs := []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "chunkd_http_fast_requests_total", Help: "HTTP/1.1 requests answered on the fast path (no net/http).",
+		}, func() float64 { return float64(s.fast.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "chunkd_http_handed_connections_total", Help: "HTTP connections handed to net/http (TLS, or a request the fast path does not take).",
+		}, func() float64 { return float64(s.handed.Load()) }),
+	}
 	for result, v := range map[string]*atomic.Int64{"ready": &st.Ready, "expired": &st.Expired, "busy": &st.Busy, "skipped": &st.Skipped} {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "chunkd_spin_polls_total", Help: "Waits of HTTP connections for their next request, by what polling did (--spin).",

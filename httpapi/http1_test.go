@@ -475,7 +475,7 @@ func TestHTTP1SpinMetrics(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	p := newHTTP1Pair(t, h, always(h))
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(p.h1.SpinMetrics()...)
+	reg.MustRegister(p.h1.Metrics()...)
 	conn := dialRaw(t, p.fast, "")
 	br := bufio.NewReader(conn)
 	const n = 20

@@ -223,7 +223,7 @@ func Start(cfg Config) (s *Service, err error) {
 			IdleTimeout: cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)},
 		Fast: fast, Spin: cfg.Spin,
 	}
-	cfg.Registry.MustRegister(s.http.SpinMetrics()...)
+	cfg.Registry.MustRegister(s.http.Metrics()...)
 	go func() { s.errc <- s.http.Serve(hl) }()
 	closers = append(closers, func() { s.http.Close() })
 
