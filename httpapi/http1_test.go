@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/auth"
@@ -470,7 +472,7 @@ func TestHTTP1PipelinedTogether(t *testing.T) {
 
 // TestHTTP1SpinMetrics: every wait for a connection's next request after
 // its first is counted once, by what polling did, in the service's
-// registry.
+// registry; every request the fast path answered is counted.
 func TestHTTP1SpinMetrics(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	p := newHTTP1Pair(t, h, always(h))
@@ -498,11 +500,19 @@ func TestHTTP1SpinMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(mfs) != 1 || len(mfs[0].Metric) != 4 {
+		byName := map[string][]*dto.Metric{}
+		for _, mf := range mfs {
+			byName[mf.GetName()] = mf.Metric
+		}
+		spins := byName["chunkd_spin_polls_total"]
+		if len(spins) != 4 {
 			t.Fatalf("gathered %v; want chunkd_spin_polls_total with 4 results", mfs)
 		}
+		if f := byName["chunkd_http_fast_requests_total"]; len(f) != 1 || f[0].GetCounter().GetValue() != n {
+			t.Fatalf("gathered %v; want chunkd_http_fast_requests_total %d", mfs, n)
+		}
 		waits = 0
-		for _, m := range mfs[0].Metric {
+		for _, m := range spins {
 			waits += m.GetCounter().GetValue()
 		}
 		time.Sleep(time.Millisecond) // the wait after the last answer may still be polling
