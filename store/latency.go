@@ -103,6 +103,20 @@ func (l *latencyStore) Open(ctx context.Context, key string) (io.ReadCloser, Inf
 	return &throttledReader{rc: rc, ctx: ctx, l: l, start: time.Now()}, info, nil
 }
 
+// OpenRange waits a round trip, then streams the range no faster than the
+// emulated bandwidth, as Open streams a whole object: each ranged stream
+// has the bandwidth to itself, as each connection to S3 does.
+func (l *latencyStore) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if err := l.wait(ctx, "open", key, l.rtt); err != nil {
+		return nil, err
+	}
+	rc, err := OpenRange(ctx, l.s, key, off, n)
+	if err != nil || l.bw <= 0 {
+		return rc, err
+	}
+	return &throttledReader{rc: rc, ctx: ctx, l: l, start: time.Now()}, nil
+}
+
 // throttledReader delivers a stream no faster than the emulated bandwidth.
 type throttledReader struct {
 	rc    io.ReadCloser
@@ -238,6 +252,16 @@ func (r countingReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	r.n.Add(int64(n))
 	return n, err
+}
+
+// OpenRange counts one request, and the bytes as the stream is read.
+func (c *Counting) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	rc, err := OpenRange(ctx, c.Store, key, off, n)
+	c.count(0)
+	if err != nil {
+		return rc, err
+	}
+	return countingReader{rc, &c.bytes}, nil
 }
 
 // Put counts one request and the bytes written.

@@ -65,7 +65,10 @@ type Store struct {
 	lock *fileLock
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store       = (*Store)(nil)
+	_ store.RangeReader = (*Store)(nil)
+)
 
 // New opens the store rooted at the directory dir. A directory that does
 // not exist yet is made (with its parents) by the first write, so that
@@ -263,6 +266,26 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, store.Info
 		return nil, store.Info{}, s.fail("open", key, err)
 	}
 	return f, info, nil
+}
+
+// OpenRange streams n bytes of the object from off (store.RangeReader).
+func (s *Store) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	path, err := s.begin(ctx, "open", key)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("file open %s: negative range [%d, +%d)", s.where(key), off, n)
+	}
+	f, _, err := openFile(path)
+	if err != nil {
+		return nil, s.fail("open", key, err)
+	}
+	r := struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(f, off, n), f}
+	return store.ExactStream(r, n, fmt.Sprintf("file read %s at offset %d", s.where(key), off)), nil
 }
 
 // Head returns the object's size, time and version.

@@ -237,7 +237,10 @@ type Store struct {
 	retries   int
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store       = (*Store)(nil)
+	_ store.RangeReader = (*Store)(nil)
+)
 
 // Open makes a Store from an s3:// URL; see ParseURL. It makes no request.
 func Open(_ context.Context, u *url.URL) (*Store, error) {
@@ -635,6 +638,67 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, store.Info
 		return nil, store.Info{}, c.fail(err)
 	}
 	return &stream{body: body, c: c}, s.info(key, oi), nil
+}
+
+// OpenRange streams n bytes of the object from off with one ranged GET
+// (store.RangeReader). As with Open, the request's timeout bounds the wait
+// for the response to start; reading the stream is bounded only by ctx.
+// A broken-off body is not retried: the caller opens the rest again.
+func (s *Store) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return nil, fmt.Errorf("s3 open: %w", err)
+	}
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("s3 open %s: negative range [%d, +%d)", s.where(key), off, n)
+	}
+	what := fmt.Sprintf("s3 read %s at offset %d", s.where(key), off)
+	if n == 0 {
+		return store.ExactStream(io.NopCloser(strings.NewReader("")), 0, what), nil
+	}
+	c := &call{s: s, op: "open", key: key, parent: ctx, attempts: new(atomic.Int32)}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	var timedOut atomic.Bool
+	var timer *time.Timer
+	if s.timeout > 0 {
+		timer = time.AfterFunc(s.timeout, func() {
+			timedOut.Store(true)
+			c.cancel()
+		})
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(off, off+n-1); err != nil {
+		c.cancel()
+		return nil, err
+	}
+	body, _, hdr, err := s.core.GetObject(c.ctx, s.bucket, obj, opts)
+	if timer != nil && !timer.Stop() && err == nil {
+		body.Close()
+		err = context.DeadlineExceeded
+	}
+	if err != nil {
+		c.cancel()
+		var er minio.ErrorResponse
+		switch {
+		case timedOut.Load():
+			return nil, fmt.Errorf("s3 open %s: %w: no answer within %v (%w)", s.where(key), store.ErrUnreachable, s.timeout, context.DeadlineExceeded)
+		case errors.As(err, &er) && er.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+			return nil, fmt.Errorf("%s: the object ends before it: %w", what, io.ErrUnexpectedEOF)
+		}
+		return nil, c.fail(err)
+	}
+	if off > 0 && hdr.Get("Content-Range") == "" {
+		// The server ignored the range and sends the whole object.
+		if _, err := io.CopyN(io.Discard, body, off); err != nil {
+			body.Close()
+			c.cancel()
+			if errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("%s: the object ends before it: %w", what, io.ErrUnexpectedEOF)
+			}
+			return nil, c.fail(fmt.Errorf("%w: %v", errTransfer, err))
+		}
+	}
+	return store.ExactStream(&stream{body: body, c: c}, n, what), nil
 }
 
 // stream is an object being read; closing it ends its request.

@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PutGet", testPutGet},
 		{"ReadAt", testReadAt},
 		{"OpenStream", testOpenStream},
+		{"OpenRange", testOpenRange},
 		{"Head", testHead},
 		{"List", testList},
 		{"ListTimes", testListTimes},
@@ -201,6 +202,56 @@ func testOpenStream(t *testing.T, s store.Store) {
 	}
 	if err := rc.Close(); err != nil {
 		t.Errorf("closing a half-read stream: %v", err)
+	}
+}
+
+// testOpenRange checks store.OpenRange: the backend's own, when it has
+// one (store.RangeReader), else the fallback over ReadAt.
+func testOpenRange(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	data := pattern(3*store.PieceSize+1000, 5)
+	mustPut(t, s, "obj", data)
+	for _, c := range []struct{ off, n int }{{0, len(data)}, {0, 1}, {10, 90}, {len(data) - 1, 1}, {store.PieceSize - 5, store.PieceSize + 10}, {0, 0}, {len(data), 0}} {
+		rc, err := store.OpenRange(ctx, s, "obj", int64(c.off), int64(c.n))
+		if err != nil {
+			t.Errorf("OpenRange(off %d, len %d): %v", c.off, c.n, err)
+			continue
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, data[c.off:c.off+c.n]) {
+			t.Errorf("OpenRange(off %d, len %d) gave %d bytes, %v; want %d bytes of the object", c.off, c.n, len(got), err, c.n)
+		}
+	}
+	// Past the end: the bytes that exist, then io.ErrUnexpectedEOF.
+	for _, c := range []struct{ off, n int }{{len(data) - 50, 100}, {len(data), 10}, {len(data) + 10, 10}} {
+		rc, err := store.OpenRange(ctx, s, "obj", int64(c.off), int64(c.n))
+		var got []byte
+		if err == nil {
+			got, err = io.ReadAll(rc)
+			rc.Close()
+		}
+		wantErr(t, fmt.Sprintf("OpenRange(off %d, len %d) past the end", c.off, c.n), err, io.ErrUnexpectedEOF)
+		if c.off < len(data) && !bytes.Equal(got, data[c.off:]) {
+			t.Errorf("OpenRange past the end gave %d bytes, want the last %d", len(got), len(data)-c.off)
+		}
+	}
+	rc, err := store.OpenRange(ctx, s, "missing", 0, 10)
+	if err == nil {
+		_, err = io.ReadAll(rc)
+		rc.Close()
+	}
+	wantErr(t, "OpenRange of a missing object", err, store.ErrNotFound)
+	// Closing early is fine.
+	rc, err = store.OpenRange(ctx, s, "obj", 0, int64(len(data)))
+	if err != nil {
+		t.Fatalf("OpenRange: %v", err)
+	}
+	if _, err := rc.Read(make([]byte, 10)); err != nil {
+		t.Errorf("Read: %v", err)
+	}
+	if err := rc.Close(); err != nil {
+		t.Errorf("closing a half-read range: %v", err)
 	}
 }
 
