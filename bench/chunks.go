@@ -69,7 +69,7 @@ func runChunks(ctx context.Context, r *Runner) error {
 		"- `bare-http`: a bare Go HTTP server on loopback answering every request with the same bytes: the floor any HTTP path stands on.\n" +
 		"- `http-memory`: the service answers from its memory tier (every chunk is in memory).\n" +
 		"- `http-disk`: the service answers from the whole table file on local disk (no memory tier: one pread per chunk; the file is in the page cache, as a just-downloaded file is).\n" +
-		"- `http-miss`: a read-through miss: a fresh cache dir and a store with an emulated round trip; the file's download is held back so every request reads through (one ranged read from the store).\n" +
+		"- `http-miss`: a read-through miss: a fresh cache dir and a store with an emulated round trip; the service's --disk is one byte smaller than the file, which is then never downloaded, so every request reads through (one ranged read from the store).\n" +
 		"- `store-direct`: no service: the chunk read through `tablefile` over `store.ReaderAt` with the same emulated round trip, the index already in memory: what a client reading the store itself pays.\n" +
 		"- `serve-memory`: the service as a user runs it: a `chunkd serve` child process (its own process, as nginx is) over the same store, every chunk in its memory tier.\n" +
 		"- `nginx-cache`: no chunkd: nginx as a caching reverse proxy (`proxy_cache`, slice module) in front of the store, its cache warm; a client asks for the chunk's stored bytes as a byte range, as a user who only wants bytes near the database would. Measured when nginx is installed; see the section *chunkd vs nginx proxy_cache*.\n" +
@@ -136,24 +136,6 @@ func startInproc(name string, cfg cache.Config) (*inproc, error) {
 func (s *inproc) close() {
 	s.gconn.Close()
 	s.svc.Close()
-}
-
-// stalledDownloads is a store whose whole-object streams of the given
-// keys (table files) never start until ctx ends (the service closes): the
-// service's download of such a file stays "in flight" with nothing
-// arrived, so every miss reads through. Other objects (the manifest) open
-// as usual.
-type stalledDownloads struct {
-	store.Store
-	keys map[string]bool
-}
-
-func (s stalledDownloads) Open(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
-	if !s.keys[key] {
-		return s.Store.Open(ctx, key)
-	}
-	<-ctx.Done()
-	return nil, store.Info{}, ctx.Err()
 }
 
 // chunkClient gets chunks over HTTP into per-worker buffers, checking
@@ -305,7 +287,8 @@ func (rig *chunksRig) prepare(ctx context.Context, r *Runner, maxClients int) er
 	memCfg.MemBytes = memBytes
 	diskCfg.MemBytes = 1 // nothing fits: every chunk is read from the file
 	missCfg.MemBytes = 1
-	missCfg.Store = stalledDownloads{rig.slow, map[string]bool{rig.file.Key: true}}
+	missCfg.Store = rig.slow
+	missCfg.DiskBytes = rig.file.Size - 1 // the file never fits: every miss reads through
 	for _, x := range []struct {
 		name string
 		c    cache.Config

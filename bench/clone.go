@@ -345,6 +345,17 @@ func (c *tableCounting) Open(ctx context.Context, key string) (io.ReadCloser, st
 	return countedBody{rc, &c.bytes}, info, nil
 }
 
+// OpenRange counts one request for a ranged stream (store.RangeReader),
+// and its bytes as they are read.
+func (c *tableCounting) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	rc, err := store.OpenRange(ctx, c.Store, key, off, n)
+	c.count(key, 0)
+	if err != nil || isManifestKey(key) {
+		return rc, err
+	}
+	return countedBody{rc, &c.bytes}, nil
+}
+
 type countedBody struct {
 	io.ReadCloser
 	n *atomic.Int64

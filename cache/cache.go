@@ -62,12 +62,17 @@ type env struct {
 	mem     *memory
 	disk    *disk
 	health  *storeHealth
-	// storeTime is how long the store's ranged reads take, lately.
-	storeTime storeTime
+	// hedge is the store as the service reads it (store is hedge): reads
+	// slower than recent ones get a second request; its deadlines say how
+	// long a read should take.
+	hedge *store.Hedged
+	// streamRate is how fast a download's stream delivers, lately.
+	streamRate rate
 
 	ctx context.Context // canceled by Close: stops downloads and loads
 	wg  sync.WaitGroup  // downloads and background loads in flight
-	// dlSlots bounds the downloads running at once (Config.Downloads).
+	// dlSlots bounds the background streams of downloads running at once
+	// (Config.Downloads).
 	dlSlots chan struct{}
 	// keys holds every open table by store key (keys.go).
 	keys keyTables
@@ -92,10 +97,12 @@ func New(cfg Config) (*Cache, error) {
 		return nil, err
 	}
 	e := &env{cfg: cfg, log: cfg.Logger, dlSlots: make(chan struct{}, cfg.Downloads), health: &storeHealth{}, keys: keyTables{m: map[string]*table{}}}
-	e.store = watchedStore{Store: cfg.Store, h: e.health, log: cfg.Logger}
+	e.hedge = store.Hedge(watchedStore{Store: cfg.Store, h: e.health, log: cfg.Logger}, cfg.hedge)
+	e.store = e.hedge
 	c := &Cache{env: e, dbs: make(map[string]*database)}
 	e.ctx, c.cancel = context.WithCancel(context.Background())
 	e.metrics = newMetrics(cfg.Registry)
+	registerHedges(cfg.Registry, e.hedge)
 	var err error
 	if e.mem, err = newMemory(cfg.MemBytes); err != nil {
 		return nil, err

@@ -149,8 +149,14 @@ func TestSingleFlight(t *testing.T) {
 	}
 }
 
+// TestReadsDuringDownload: while a download's stream is held half way,
+// chunks in the half that arrived are served from the download (partial),
+// each proven once; chunks past it are fetched by the readers themselves
+// (one ranged read per block, filling the download) without waiting for
+// the held stream; and the file is committed once every block is proven,
+// its chunks then served from disk.
 func TestReadsDuringDownload(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
+	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1, hedge: fastHedge})
 	file := f.db.Files[0]
 	half := file.Size / 2
 	f.fs.HoldAt.Store(half)
@@ -158,32 +164,22 @@ func TestReadsDuringDownload(t *testing.T) {
 	if first.Tier != api.TierStore {
 		t.Fatalf("first read tier %v", first.Tier)
 	}
-	// Wait for the first half to arrive.
 	tab := f.cache.dbs["db1"].tables[0]
-	deadline := time.Now().Add(time.Minute)
-	for {
-		tab.mu.Lock()
-		dl := tab.dl
-		tab.mu.Unlock()
-		if dl != nil && dl.arrived.Load() == half {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("download never reached the hold point")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	dl := waitArrived(t, tab, half)
+	arrived := dl.blockFloor(half)
 	var partial, store int
 	for _, a := range file.Addrs {
 		e, _ := tab.idx.Lookup(a)
 		r := f.get(a)
 		switch {
-		case int64(e.End()) <= half && r.Tier == api.TierPartial:
+		case r.Tier == api.TierPartial:
 			partial++
-		case int64(e.End()) > half && r.Tier == api.TierStore:
-			store++
+		case int64(e.End()) <= arrived:
+			t.Fatalf("chunk ending at %d, in the blocks that arrived (to %d), served from %v", e.End(), arrived, r.Tier)
+		case r.Tier == api.TierStore:
+			store++ // fetched into the download by this read
 		default:
-			t.Fatalf("chunk ending at %d (half %d) served from %v", e.End(), half, r.Tier)
+			t.Fatalf("chunk ending at %d served from %v", e.End(), r.Tier)
 		}
 	}
 	if partial == 0 || store == 0 {
@@ -191,9 +187,70 @@ func TestReadsDuringDownload(t *testing.T) {
 	}
 	f.fs.Gate.Open()
 	f.waitDownloads(1)
+	if f.counter("finished") != 1 {
+		t.Fatalf("the download did not finish: failed %v", f.counter("failed"))
+	}
 	if r := f.get(file.Addrs[99]); r.Tier != api.TierDisk {
 		t.Fatalf("after download: %v", r.Tier)
 	}
+	// Each chunk was hashed once for the file (the first read's read
+	// through the store aside).
+	if got := testutil.ToFloat64(f.cache.metrics.proofs); got != float64(len(file.Addrs)+1) {
+		t.Fatalf("%v chunk proofs for a file of %d chunks read once through the store", got, len(file.Addrs))
+	}
+}
+
+// fastHedge is the hedging of tests whose store answers in microseconds:
+// a deadline of a few milliseconds from the start.
+var fastHedge = store.HedgeOptions{Initial: 5 * time.Millisecond}
+
+// waitArrived waits until the download of tab has written its first n
+// bytes, and returns it.
+func waitArrived(t *testing.T, tab *table, n int64) *download {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		tab.mu.Lock()
+		dl := tab.dl
+		tab.mu.Unlock()
+		if dl != nil && dl.m != nil && dl.arrivedBytes() >= dl.blockFloor(n) {
+			return dl
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("download never reached the hold point")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// arrivedBytes is the bytes of the blocks written (or proven) so far.
+func (dl *download) arrivedBytes() int64 {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	var n int64
+	for b, st := range dl.state {
+		if st >= blockArrived {
+			lo, hi := dl.m.span(b)
+			n += hi - lo
+		}
+	}
+	return n
+}
+
+// blockOf returns the block holding byte off.
+func (dl *download) blockOf(off int64) int {
+	i, _ := dl.m.covering(off, off+1)
+	return i
+}
+
+// blockFloor is the end of the last block that ends at or before off.
+func (dl *download) blockFloor(off int64) int64 {
+	i := dl.blockOf(off)
+	lo, hi := dl.m.span(i)
+	if hi <= off {
+		return hi
+	}
+	return lo
 }
 
 // TestWaitCached: WaitCached returns once the files it waits for are on
@@ -716,28 +773,6 @@ func TestMemoryTierRespectsDatabase(t *testing.T) {
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestVerifyStopsOnShutdown: hashing a downloaded file stops at the next
-// read once the service is closing.
-func TestVerifyStopsOnShutdown(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 20}, Config{MemBytes: 1})
-	f.get(f.db.Files[0].Addrs[0])
-	f.waitDownloads(1)
-	tab := f.cache.dbs["db1"].tables[0]
-	file, err := os.Open(filepath.Join(f.dir, api.CacheTablesDir, filepath.FromSlash(tab.key)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	if _, err := verifyDownload(context.Background(), file, tab); err != nil {
-		t.Fatalf("verify a good file: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := verifyDownload(ctx, file, tab); !errors.Is(err, context.Canceled) {
-		t.Fatalf("verify while closing: %v", err)
 	}
 }
 

@@ -59,6 +59,8 @@ type Config struct {
 	Registry prometheus.Registerer // default: a new registry
 
 	hooks *hooks // file-system calls, replaced by tests (failpoints)
+	// hedge tunes the hedging of store reads (tests; zero: the defaults).
+	hedge store.HedgeOptions
 }
 
 func (c *Config) setDefaults() error {

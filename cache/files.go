@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/manifest"
@@ -191,20 +190,14 @@ var ErrNoFile = errors.New("no such table file")
 // Size returns the file's size in bytes.
 func (r *FileReader) Size() int64 { return r.t.size }
 
-// Blocks Copy reads at once: from the copy on disk, while following a
-// download in flight, and from the store, where each read costs a round
-// trip.
+// Blocks Copy reads at once: from the copy on disk, from a download in
+// flight (the blocks are proven by the download, and checked as read),
+// and from the store, where each read costs a round trip.
 const (
-	diskBlock   = 4 << 20
-	followBlock = 1 << 20
-	storeBlock  = 4 << 20
+	diskBlock     = 4 << 20
+	downloadBlock = 1 << 20
+	storeBlock    = 4 << 20
 )
-
-// followWindow is how far ahead of a download in flight Copy waits for it
-// rather than reading from the store. A store read costs a round trip
-// (~30 ms on S3); a download at ~100 MB/s brings 4 MiB in about as long,
-// and waiting reads each byte from the store once.
-const followWindow = 4 << 20
 
 // Copy writes bytes [off, off+n) of the file to w, block by block, each
 // block widened to whole units (tablefile.Unit: records, archive spans,
@@ -212,12 +205,15 @@ const followWindow = 4 << 20
 //
 //   - from the verified copy on disk: every unit against the copy's sums
 //     (records and spans by CRC-32C, the index region by SHA-256);
-//   - otherwise from the part of a download in flight that has arrived
-//     (waiting for it while it is less than followWindow behind and making
-//     progress), else from the store: every chunk decoded and hashed to
-//     its address, every archive dictionary by decoding a chunk made with
-//     it, the index region by its SHA-256 against the index the service
-//     opened.
+//   - from a download in flight: its blocks, each proven once by the
+//     download as it arrived (every chunk decoded and hashed to its
+//     address, every archive dictionary by decoding a chunk made with it,
+//     the index region by its SHA-256), checked as a cached copy's are.
+//     Copy starts streams for the next readAheadWindow bytes it will
+//     want, so the file arrives at the store's pace, several ranges at
+//     once, whatever else is downloading, and waits for the block it
+//     sends next;
+//   - else from the store: every unit proven as above.
 //
 // A Copy that is not served from disk counts as a miss of the bytes it
 // asks for (admission may start the file's download). An error after some
@@ -229,7 +225,7 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 		return st, Errorf(KindBadRequest, nil, "range [%d, %d) is outside %s (%d bytes)", off, off+n, t.key, t.size)
 	}
 	end := off + n
-	follow, missed := true, false
+	missed := false
 	for off < end {
 		if err := ctx.Err(); err != nil {
 			return st, Errorf(KindCanceled, err, "copy %s", t.key)
@@ -261,38 +257,33 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 			t.missed(end - off)
 			missed = true
 		}
-		dl := t.inFlight()
 		block := int64(storeBlock)
-		if dl != nil && follow {
-			block = followBlock
+		if dl := t.acquireDownload(); dl != nil {
+			blockEnd := min(end, off+downloadBlock)
+			buf, err := r.readDownload(ctx, dl, off, blockEnd, end)
+			t.releaseDownload(dl)
+			if err == nil {
+				written, err := w.Write(buf)
+				st.Partial += int64(written)
+				if err != nil {
+					return st, err
+				}
+				off = blockEnd
+				continue
+			}
+			if !readElsewhere(err) {
+				return st, err
+			}
+			block = downloadBlock // this block from the store; the download may have the next
 		}
 		blockEnd := min(end, off+block)
 		lo, hi, units := t.extent(off, blockEnd)
-		var buf []byte
-		fromStore := true
-		if dl != nil {
-			var ok, ended bool
-			ok, ended, follow = r.waitFor(ctx, dl, hi, follow)
-			if ended {
-				continue // committed (read the copy on disk) or failed
-			}
-			if ok {
-				buf = r.readPartial(dl, lo, hi, units)
-				fromStore = buf == nil
-			}
-		}
-		if buf == nil {
-			var err error
-			if buf, err = r.readStore(ctx, lo, hi, units); err != nil {
-				return st, err
-			}
+		buf, err := r.readStore(ctx, lo, hi, units)
+		if err != nil {
+			return st, err
 		}
 		written, err := w.Write(buf[off-lo : blockEnd-lo])
-		if fromStore {
-			st.Store += int64(written)
-		} else {
-			st.Partial += int64(written)
-		}
+		st.Store += int64(written)
 		if err != nil {
 			return st, err
 		}
@@ -301,60 +292,28 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 	return st, nil
 }
 
-// waitFor reports whether the first end bytes of dl have arrived. While
-// following, it waits for them if they are at most followWindow away; a
-// download that brings nothing for StoreTimeout stops the following.
-// ended says dl finished (or failed) meanwhile.
-func (r *FileReader) waitFor(ctx context.Context, dl *download, end int64, follow bool) (ok, ended, stillFollow bool) {
-	const maxPause = 8 * time.Millisecond
-	pause := 250 * time.Microsecond
-	arrived, since := dl.arrived.Load(), time.Now()
-	for {
-		got := dl.arrived.Load()
-		switch {
-		case got >= end:
-			return true, false, follow
-		case r.t.inFlight() != dl:
-			return false, true, follow
-		case !follow || end-got > followWindow || ctx.Err() != nil:
-			return false, false, follow
-		case got > arrived:
-			arrived, since = got, time.Now()
-		case time.Since(since) > r.t.env.cfg.StoreTimeout:
-			// Waiting for a download slot, or stalled (its own watchdog
-			// ends it after as long): read the rest from the store.
-			// Reading it through any sooner reads it from the store twice.
-			return false, false, false
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, maxPause)
-	}
-}
-
-// readPartial reads [lo, hi) from download dl's file and proves its
-// units; nil if it cannot (the download ended, or its bytes fail: its own
-// checks will fail it, and the store decides).
-func (r *FileReader) readPartial(dl *download, lo, hi int64, units []tablefile.Unit) []byte {
+// readDownload returns bytes [off, blockEnd) from download dl (held),
+// once the blocks holding them are proven, checked as read; first it
+// starts streams for what the reader wants next, up to end. An error
+// readElsewhere accepts sends the block to the store.
+func (r *FileReader) readDownload(ctx context.Context, dl *download, off, blockEnd, end int64) ([]byte, error) {
 	t := r.t
-	p := t.acquireDownload()
-	if p == nil {
-		return nil
-	}
-	defer t.releaseDownload(p)
-	if p != dl || p.arrived.Load() < hi {
-		return nil
+	dl.readAhead(off, min(end, off+readAheadWindow))
+	lo, hi, units := t.extent(off, blockEnd)
+	if _, err := dl.ensure(ctx, lo, hi); err != nil {
+		return nil, err
 	}
 	buf := make([]byte, hi-lo)
-	_, err := p.f.ReadAt(buf, lo)
+	_, err := dl.f.ReadAt(buf, lo)
 	t.env.metrics.diskReads.Inc()
 	if err == nil {
-		err = r.prove(buf, lo, hi, units)
+		err = dl.checkUnits(buf, lo, units)
 	}
 	if err != nil {
 		t.env.log.Warn("read downloading file", "key", t.key, "err", err)
-		return nil
+		return nil, errGaveUp
 	}
-	return buf
+	return buf[off-lo : blockEnd-lo], nil
 }
 
 // readStore reads [lo, hi) from the store and proves its units.
@@ -421,21 +380,7 @@ func (r *FileReader) proveDict(u tablefile.Unit, b, buf []byte, lo, hi int64) er
 			return storeErr(err, "read chunk %s of %s to prove its dictionary", e.Addr, t.key)
 		}
 	}
-	v, err := t.idx.View(spanReader{off: int64(u.Offset), b: b}, nil)
-	if err != nil {
-		return err
-	}
-	data, err := v.Decode(e, stored)
-	if err == nil {
-		if got := addr.Of(data); got != e.Addr {
-			err = &tablefile.CorruptError{Offset: int64(e.Offset), Addr: e.Addr.String(), Reason: "decoded with the dictionary at " + fmt.Sprint(u.Offset) + ", contents hash to " + got.String()}
-		}
-	}
-	if err != nil {
-		t.env.metrics.proofFailures.Inc()
-		return fmt.Errorf("dictionary span %d: %w", u.Span, err)
-	}
-	return nil
+	return t.proveDictWith(u, b, stored)
 }
 
 // spanReader reads one span of a file held in memory, and nothing else.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/chunkd/chunkd/store"
@@ -107,6 +106,12 @@ func (w watchedStore) Open(ctx context.Context, key string) (io.ReadCloser, stor
 	return rc, info, err
 }
 
+func (w watchedStore) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	rc, err := store.OpenRange(ctx, w.Store, key, off, n)
+	w.observe(err)
+	return rc, err
+}
+
 func (w watchedStore) Head(ctx context.Context, key string) (store.Info, error) {
 	info, err := w.Store.Head(ctx, key)
 	err = w.vanished(err)
@@ -114,19 +119,25 @@ func (w watchedStore) Head(ctx context.Context, key string) (store.Info, error) 
 	return info, err
 }
 
-// storeTime keeps how long a ranged read of the store takes: a moving
-// average (weight 1/8) of the cache's own reads, which a read of a file
-// being downloaded weighs against waiting for the download
-// (download.await).
-type storeTime struct{ ns atomic.Int64 }
-
-func (s *storeTime) observe(d time.Duration) {
-	old := s.ns.Load()
-	if old == 0 {
-		s.ns.Store(int64(d))
-		return
-	}
-	s.ns.Store(old + (int64(d)-old)/8) // racing updates lose one: an estimate
+// rate is a moving average (weight 1/8) of a rate, in units a second.
+type rate struct {
+	mu sync.Mutex
+	v  float64
 }
 
-func (s *storeTime) get() time.Duration { return time.Duration(s.ns.Load()) }
+func (r *rate) observe(v float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.v == 0 {
+		r.v = v
+		return
+	}
+	r.v += (v - r.v) / 8
+}
+
+// get returns the average; 0 before anything was observed.
+func (r *rate) get() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.v
+}

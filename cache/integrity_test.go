@@ -463,17 +463,10 @@ func TestPartialReaderOutlivesCommit(t *testing.T) {
 	f.fs.HoldAt.Store(file.Size / 2)
 	f.get(file.Addrs[0])
 	tab := f.cache.dbs["db1"].tables[0]
-	var dl *download
-	deadline := time.Now().Add(time.Minute)
-	for dl == nil || dl.arrived.Load() < file.Size/2 {
-		if dl != nil {
-			tab.releaseDownload(dl)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("download never reached the hold point")
-		}
-		time.Sleep(time.Millisecond)
-		dl = tab.acquireDownload()
+	waitArrived(t, tab, file.Size/2)
+	dl := tab.acquireDownload()
+	if dl == nil {
+		t.Fatal("no download to hold")
 	}
 	f.fs.Gate.Open()
 	f.waitDownloads(1)

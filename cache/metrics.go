@@ -23,6 +23,7 @@ type metrics struct {
 	// storeCorrupt counts files whose store copy failed a proof.
 	storeCorrupt  prometheus.Counter
 	proofFailures prometheus.Counter // chunks from the store or a download that failed their hash
+	proofs        prometheus.Counter // chunks hashed to their address
 
 	// servedBytes and readBytes feed the store-bytes-per-served-byte gauge.
 	servedBytes, readBytes atomic.Int64
@@ -54,6 +55,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Table files whose copy in the store failed verification (a chunk that does not hash to its address); they are never downloaded."),
 		proofFailures: r.Counter("chunkd_proof_failures_total",
 			"Chunks read from the store or a download in progress whose bytes failed to decode or to hash to their address; none was served."),
+		proofs: r.Counter("chunkd_chunk_proofs_total",
+			"Chunks decoded and hashed to their address: each chunk of a download once, as it arrives, and each chunk read through from the store."),
 	}
 	r.GaugeFunc("chunkd_store_bytes_per_served_byte",
 		"Bytes read from the store (downloads, read-through, index loads) per decoded chunk byte served, since start.",
@@ -72,6 +75,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.tierHitBytes[t] = m.hitBytes.WithLabelValues(t.String())
 	}
 	return m
+}
+
+// registerHedges exports the hedging of store reads (store.Hedged).
+func registerHedges(reg prometheus.Registerer, h *store.Hedged) {
+	r := prom.Registry{Registerer: reg}
+	r.CounterFunc("chunkd_store_hedges_total",
+		"Second requests sent for store reads slower than the deadline recent reads set (their 95th percentile), at most 10% of reads.",
+		func() float64 { return float64(h.Stats().Hedges) })
+	r.CounterFunc("chunkd_store_hedge_wins_total", "Second requests for store reads that answered first.",
+		func() float64 { return float64(h.Stats().Wins) })
+	r.CounterFunc("chunkd_store_hedged_reads_total", "Store reads that could be hedged (ranged reads, streams opened, heads, gets).",
+		func() float64 { return float64(h.Stats().Reads) })
 }
 
 func (m *metrics) hit(t api.Tier, n int) {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
@@ -141,6 +140,7 @@ func (t *table) forgetLocal(lc *localCopy) {
 // prove decodes bytes that did not come from a verified copy (the store,
 // a download in progress) and hashes the chunk against its address.
 func (t *table) prove(e tablefile.Entry, stored []byte) ([]byte, error) {
+	t.env.metrics.proofs.Inc()
 	data, err := t.idx.Decode(e, stored)
 	if err == nil {
 		if got := addr.Of(data); got != e.Addr {
@@ -171,20 +171,16 @@ func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, 
 		}
 		t.localFailed(lc, err)
 	}
+	tried := false // the download in flight was read
 	if dl := t.acquireDownload(); dl != nil {
-		var err error = errNotArrived
-		if dl.await(ctx, int64(e.End()), t.env.storeTime.get()) {
-			_, err = dl.f.ReadAt(stored, int64(e.Offset))
-			m.diskReads.Inc()
-		}
+		tried = true
+		data, tier, err := t.readDownload(ctx, dl, e)
 		t.releaseDownload(dl)
 		if err == nil {
-			var data []byte
-			if data, err = t.prove(e, stored); err == nil {
-				return data, api.TierPartial, nil
-			}
-			// The download's own checks will fail it; the store decides.
-			t.env.log.Warn("read downloading file", "key", t.key, "chunk", e.Addr, "err", err)
+			return data, tier, nil
+		}
+		if !readElsewhere(err) {
+			return nil, 0, err
 		}
 	}
 	// Admission follows the read: a read that proves the store's copy
@@ -194,11 +190,21 @@ func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, 
 		return nil, api.TierStore, nil
 	}
 	t.downloadAppendix()
-	began := time.Now()
+	if dl := t.acquireDownload(); dl != nil && tried {
+		t.releaseDownload(dl)
+	} else if dl != nil { // the appendix's, just started: the read fills it
+		data, tier, err := t.readDownload(ctx, dl, e)
+		t.releaseDownload(dl)
+		if err == nil {
+			return data, tier, nil
+		}
+		if !readElsewhere(err) {
+			return nil, 0, err
+		}
+	}
 	if _, err := (storeFile{t.env, t.key}).ReadAt(stored, int64(e.Offset)); err != nil {
 		return nil, 0, storeErr(err, "read chunk %s from %s", e.Addr, t.key)
 	}
-	t.env.storeTime.observe(time.Since(began))
 	data, err := t.prove(e, stored)
 	if err != nil {
 		return nil, 0, t.corruptInStore(err)
@@ -206,7 +212,33 @@ func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, 
 	return data, api.TierStore, nil
 }
 
-var errNotArrived = errors.New("not downloaded yet")
+// readDownload reads chunk e from download dl (held), once its blocks
+// are proven: the tier is partial if they were there, store if this read
+// fetched them. An error readElsewhere accepts sends the read to the
+// store.
+func (t *table) readDownload(ctx context.Context, dl *download, e tablefile.Entry) ([]byte, api.Tier, error) {
+	fetched, err := dl.ensure(ctx, int64(e.Offset), int64(e.End()))
+	if err != nil {
+		return nil, 0, err
+	}
+	data, err := dl.readChunk(e)
+	if err != nil {
+		// Proven, then changed on disk (another process?): the store decides.
+		t.env.log.Warn("read downloading file", "key", t.key, "chunk", e.Addr, "err", err)
+		return nil, 0, errGaveUp
+	}
+	if fetched {
+		return data, api.TierStore, nil
+	}
+	return data, api.TierPartial, nil
+}
+
+// readElsewhere reports whether a read of a download that failed with
+// err should read the store instead: the download ended, or a stream was
+// too slow.
+func readElsewhere(err error) bool {
+	return errors.Is(err, errGaveUp) || errors.Is(err, errDownloadEnded)
+}
 
 // corruptInStore handles a chunk whose bytes from the store fail their
 // proof: the object is corrupt or forged. It is never downloaded (its
@@ -298,6 +330,7 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 		got    []chunkRead
 		tier   api.Tier
 		remote = entries
+		tried  bool // the download in flight was read
 	)
 	if lc := t.acquireLocal(); lc != nil {
 		var err error
@@ -308,34 +341,13 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 			t.localFailed(lc, err)
 		}
 	} else if dl := t.acquireDownload(); dl != nil {
-		// Entries not arrived yet are waited for when the download brings
-		// the furthest sooner than the store would.
-		var furthest uint64
-		for _, e := range entries {
-			furthest = max(furthest, e.End())
-		}
-		dl.await(ctx, int64(furthest), t.env.storeTime.get())
-		arrived := uint64(dl.arrived.Load())
-		var partial []tablefile.Entry
-		remote = nil
-		for _, e := range entries {
-			if e.End() <= arrived {
-				partial = append(partial, e)
-			} else {
-				remote = append(remote, e)
-			}
-		}
-		// The same download whose arrived mark chose these entries: its
-		// file holds their bytes.
-		var rest []tablefile.Entry
 		var err error
-		got, rest, err = t.readRanges(dl.f, partial, t.prove)
+		tried = true
+		got, remote, tier, err = t.readManyDownload(ctx, dl, entries)
 		t.releaseDownload(dl)
-		tier = api.TierPartial
 		if err != nil {
-			t.env.log.Warn("read downloading file", "key", t.key, "err", err)
+			return err
 		}
-		remote = append(remote, rest...)
 	}
 	for _, r := range got {
 		if err := fn(r.e, r.data, tier); err != nil {
@@ -359,7 +371,76 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 		return nil
 	}
 	t.downloadAppendix()
+	if dl := t.acquireDownload(); dl != nil && !tried { // the appendix's, just started: the read fills it
+		got, remote, tier, err := t.readManyDownload(ctx, dl, remote)
+		t.releaseDownload(dl)
+		if err != nil {
+			return err
+		}
+		for _, r := range got {
+			if err := fn(r.e, r.data, tier); err != nil {
+				return err
+			}
+		}
+		if len(remote) == 0 {
+			return nil
+		}
+	} else if dl != nil {
+		t.releaseDownload(dl)
+	}
 	return t.readRemote(ctx, remote, fn)
+}
+
+// readManyDownload reads entries from download dl (held): their blocks
+// are proven first (fetched from the store where no one fetches them,
+// several reads at once), then read from the file in merged reads. rest
+// are the entries to read through the store (a stream was too slow, or
+// the download ended); tier is partial, or store if some blocks were
+// fetched for these entries.
+func (t *table) readManyDownload(ctx context.Context, dl *download, entries []tablefile.Entry) (got []chunkRead, rest []tablefile.Entry, tier api.Tier, err error) {
+	ranges := tablefile.MergeRanges(entries, 64<<10, 4<<20)
+	ok := make([]bool, len(ranges))
+	errs := make([]error, len(ranges))
+	fetchedAny := make([]bool, len(ranges))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, r := range ranges {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fetched, err := dl.ensure(ctx, int64(r.Offset), int64(r.Offset+r.Length))
+			fetchedAny[i], ok[i] = fetched, err == nil
+			if err != nil && !readElsewhere(err) {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	tier = api.TierPartial
+	var ready []tablefile.Entry
+	for i, r := range ranges {
+		if errs[i] != nil && err == nil {
+			err = errs[i]
+		}
+		if fetchedAny[i] {
+			tier = api.TierStore
+		}
+		if ok[i] {
+			ready = append(ready, r.Entries...)
+		} else {
+			rest = append(rest, r.Entries...)
+		}
+	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	got, more, rerr := t.readRanges(dl.f, ready, dl.decode)
+	if rerr != nil {
+		t.env.log.Warn("read downloading file", "key", t.key, "err", rerr)
+	}
+	return got, append(rest, more...), tier, nil
 }
 
 // readRemote reads merged ranges from the store, up to 8 at once, and
@@ -381,12 +462,8 @@ func (t *table) readRemote(ctx context.Context, entries []tablefile.Entry, fn fu
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			buf := make([]byte, r.Length)
-			began := time.Now()
 			octx, origin := store.TrackOrigin(rctx)
 			n, err := e.store.ReadAt(octx, t.key, buf, int64(r.Offset))
-			if err == nil && !origin.Elsewhere() {
-				e.storeTime.observe(time.Since(began))
-			}
 			e.metrics.storeRead(n, origin)
 			results <- result{r, buf, err}
 		}(r)
@@ -426,7 +503,7 @@ func (t *table) info() api.TableInfo {
 	case t.local != nil && !t.local.cf.isEvicted():
 		ti.State, ti.Downloaded = api.StateCached, t.size
 	case t.dl != nil:
-		ti.State, ti.Downloaded = api.StateDownloading, t.dl.arrived.Load()
+		ti.State, ti.Downloaded = api.StateDownloading, t.dl.provenBytes()
 	}
 	return ti
 }
@@ -439,14 +516,6 @@ func (t *table) extent(off, end int64) (lo, hi int64, units []tablefile.Unit) {
 		lo, hi = min(lo, int64(units[0].Offset)), max(hi, int64(units[len(units)-1].End()))
 	}
 	return lo, hi, units
-}
-
-// inFlight returns the download in flight, if any (it may still wait for
-// a download slot, without a file).
-func (t *table) inFlight() *download {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.dl
 }
 
 // checkLocal checks units of the verified copy (buf holds the file from

@@ -71,7 +71,7 @@ func (d *database) downloading() (n int, bytes int64) {
 		t.mu.Lock()
 		if t.dl != nil {
 			n++
-			bytes += t.dl.arrived.Load()
+			bytes += t.dl.provenBytes()
 		}
 		t.mu.Unlock()
 	}

@@ -34,6 +34,11 @@ func (r Registry) GaugeFunc(name, help string, fn func() float64) {
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
 }
 
+// CounterFunc is a registered counter whose value fn gives when scraped.
+func (r Registry) CounterFunc(name, help string, fn func() float64) {
+	r.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+}
+
 // Latency is a registered histogram of seconds with exponential buckets
 // from least, doubling, n of them.
 func (r Registry) Latency(name, help string, least float64, n int, labels ...string) *prometheus.HistogramVec {

@@ -1,0 +1,182 @@
+package cache
+
+import (
+	"fmt"
+	"hash/crc32"
+
+	"github.com/chunkd/chunkd/addr"
+	"github.com/chunkd/chunkd/tablefile"
+)
+
+// How a download proves its blocks, each once, and how readers read the
+// proven ones.
+//
+// A block is proven when every unit in it is: a chunk's record or span by
+// decoding it and hashing the chunk to its address; an archive dictionary
+// by decoding, with it, a chunk compressed with it and hashing that; the
+// index region by its SHA-256 against the index the service serves (so
+// every offset the service reads the file at is the verified one). An
+// archive span no chunk refers to cannot be proven: it is accepted into
+// the file, as a whole-file verification would, but never served from a
+// download in flight. The CRC-32C of each archive span is recorded as it
+// is proven: those are the file's sums (tablefile.Sums) once it is
+// committed, and what reads of the download check meanwhile.
+//
+// Reads of proven blocks check what a cached file's reads check: a
+// classic record's own CRC, an archive span's CRC against the one
+// recorded, the index region's SHA-256. A chunk decoded from a proven
+// block is not hashed again.
+
+// castagnoli is the CRC-32C table (archive spans; classic records carry
+// their own).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// spanSum is one archive span's CRC-32C, recorded by a proof.
+type spanSum struct {
+	span, crc uint32
+}
+
+// prove proves blocks [i, j), whose bytes buf holds from offset lo, and
+// returns the CRC-32C of their archive spans. A failure is an ErrCorrupt:
+// the store's copy is wrong.
+func (dl *download) prove(buf []byte, lo int64, i, j int) ([]spanSum, error) {
+	t := dl.t
+	var sums []spanSum
+	for _, u := range dl.m.blockUnits(i, j) {
+		b := buf[int64(u.Offset)-lo : int64(u.End())-lo]
+		switch u.Kind {
+		case tablefile.UnitChunk:
+			t.env.metrics.proofs.Inc()
+			data, err := dl.view.Decode(u.Entry, b)
+			if err == nil {
+				if got := addr.Of(data); got != u.Entry.Addr {
+					err = &tablefile.CorruptError{Offset: int64(u.Offset), Addr: u.Entry.Addr.String(), Reason: "contents hash to " + got.String()}
+				}
+			}
+			if err != nil {
+				t.env.metrics.proofFailures.Inc()
+				return nil, err
+			}
+		case tablefile.UnitDict:
+			if err := dl.proveDict(u, b, buf, lo); err != nil {
+				return nil, err
+			}
+		case tablefile.UnitIndex:
+			checked, err := t.idx.CheckUnit(u, b)
+			if err == nil && !checked {
+				err = &tablefile.CorruptError{Offset: int64(u.Offset), Reason: "the index region cannot be checked: the service's index was opened without its hash"}
+			}
+			if err != nil {
+				return nil, err
+			}
+		case tablefile.UnitOther:
+			// Accepted unproven, never served before the file is committed.
+		}
+		if u.Span != 0 {
+			sums = append(sums, spanSum{u.Span, crc32.Checksum(b, castagnoli)})
+		}
+	}
+	return sums, nil
+}
+
+// proveDict proves dictionary span u (bytes b) by decoding, with it, the
+// chunk u names (from buf, which holds the file from lo, when it has it;
+// else the download's file or the store) and hashing the chunk.
+func (dl *download) proveDict(u tablefile.Unit, b, buf []byte, lo int64) error {
+	t := dl.t
+	e := u.Entry
+	var stored []byte
+	if int64(e.Offset) >= lo && int64(e.End()) <= lo+int64(len(buf)) {
+		stored = buf[int64(e.Offset)-lo : int64(e.End())-lo]
+	} else {
+		stored = make([]byte, e.Length)
+		if _, err := (downloadSource{dl}).ReadAt(stored, int64(e.Offset)); err != nil {
+			return storeErr(err, "read chunk %s of %s to prove its dictionary", e.Addr, t.key)
+		}
+	}
+	return t.proveDictWith(u, b, stored)
+}
+
+// proveDictWith proves dictionary span u, whose bytes are b, by decoding
+// with it the stored bytes of the chunk it names and hashing the chunk.
+func (t *table) proveDictWith(u tablefile.Unit, b, stored []byte) error {
+	e := u.Entry
+	t.env.metrics.proofs.Inc()
+	v, err := t.idx.View(spanReader{off: int64(u.Offset), b: b}, nil)
+	if err != nil {
+		return err
+	}
+	data, err := v.Decode(e, stored)
+	if err == nil {
+		if got := addr.Of(data); got != e.Addr {
+			err = &tablefile.CorruptError{Offset: int64(e.Offset), Addr: e.Addr.String(), Reason: "decoded with the dictionary at " + fmt.Sprint(u.Offset) + ", contents hash to " + got.String()}
+		}
+	}
+	if err != nil {
+		t.env.metrics.proofFailures.Inc()
+		return fmt.Errorf("dictionary span %d: %w", u.Span, err)
+	}
+	return nil
+}
+
+// readChunk reads chunk e, whose blocks are proven, from the download's
+// file, checks its record's or span's CRC, and decodes it.
+func (dl *download) readChunk(e tablefile.Entry) ([]byte, error) {
+	stored := make([]byte, e.Length)
+	if _, err := dl.f.ReadAt(stored, int64(e.Offset)); err != nil {
+		return nil, err
+	}
+	dl.t.env.metrics.diskReads.Inc()
+	return dl.decode(e, stored)
+}
+
+// decode checks and decodes chunk e's stored bytes, read from proven
+// blocks of the download's file.
+func (dl *download) decode(e tablefile.Entry, stored []byte) ([]byte, error) {
+	if err := dl.checkSpan(e.Span, int64(e.Offset), stored); err != nil {
+		return nil, err
+	}
+	return dl.view.Decode(e, stored) // a classic record's CRC; an archive's dictionary proven with the block
+}
+
+// checkSpan checks archive span id's bytes against the CRC recorded when
+// it was proven (classic files: nothing to check here).
+func (dl *download) checkSpan(id uint32, off int64, b []byte) error {
+	if dl.spanCRC == nil || id == 0 {
+		return nil
+	}
+	dl.mu.Lock()
+	want := dl.spanCRC[id-1]
+	dl.mu.Unlock()
+	if got := crc32.Checksum(b, castagnoli); got != want {
+		return &tablefile.CorruptError{Offset: off, Reason: fmt.Sprintf("byte span %d of the download has CRC-32C %08x; when proven it had %08x", id, got, want)}
+	}
+	return nil
+}
+
+// checkUnits checks units (buf holds the file from offset lo) read from
+// proven blocks of the download's file, for a whole-file reader. A span
+// no chunk refers to is refused: it was never proven.
+func (dl *download) checkUnits(buf []byte, lo int64, units []tablefile.Unit) error {
+	t := dl.t
+	for _, u := range units {
+		b := buf[int64(u.Offset)-lo : int64(u.End())-lo]
+		switch {
+		case u.Kind == tablefile.UnitOther:
+			return &tablefile.CorruptError{Offset: int64(u.Offset), Reason: "nothing proves this span: no chunk refers to it"}
+		case u.Span != 0 && dl.spanCRC != nil:
+			if err := dl.checkSpan(u.Span, int64(u.Offset), b); err != nil {
+				return err
+			}
+		default: // a classic record (its CRC), the index region (its SHA-256)
+			checked, err := t.idx.CheckUnit(u, b)
+			if err != nil {
+				return err
+			}
+			if !checked {
+				return &tablefile.CorruptError{Offset: int64(u.Offset), Reason: "nothing checks this unit"}
+			}
+		}
+	}
+	return nil
+}
