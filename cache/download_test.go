@@ -1,13 +1,18 @@
 package cache
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/store"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // A cold read of an appendix file starts its download with the read
@@ -27,5 +32,187 @@ func TestAppendixReadWaitsForDownload(t *testing.T) {
 	next, err := c.GetChunk(ctx, "db1", appendix[1])
 	if err != nil || !next.Found || next.Tier == api.TierStore {
 		t.Fatalf("second read: tier %v, %v; want the download's (partial or disk)", next.Tier, err)
+	}
+}
+
+// copyAll reads file key of db1 whole with FileReader.Copy.
+func (f *fixture) copyAll(ctx context.Context, name string) ([]byte, FileStats, error) {
+	r, err := f.cache.OpenFile(ctx, "db1", name)
+	if err != nil {
+		return nil, FileStats{}, err
+	}
+	var b bytes.Buffer
+	st, err := r.Copy(ctx, &b, 0, r.Size())
+	return b.Bytes(), st, err
+}
+
+// A whole-file read of a file whose download is held half way is answered
+// from the download as its blocks arrive and, past the hold, from blocks
+// it fetches itself, without waiting for the held stream; every byte is
+// the store's, every chunk was hashed once, and the file is committed
+// once the hold is released.
+func TestCopyDuringDownload(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 200}, Config{MemBytes: 1, hedge: fastHedge})
+	ctx := context.Background()
+	file := f.db.Files[0]
+	want, err := f.fs.Get(ctx, file.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.fs.HoldAt.Store(file.Size / 2)
+	got, st, err := f.copyAll(ctx, file.Name)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("copy: %d bytes (%+v), %v; want the store's %d", len(got), st, err, len(want))
+	}
+	if st.Partial != file.Size {
+		t.Fatalf("copy %+v: want every byte from the download", st)
+	}
+	f.fs.Gate.Open()
+	f.waitDownloads(1)
+	if f.counter("finished") != 1 {
+		t.Fatalf("download: failed %v", f.counter("failed"))
+	}
+	if got := testutil.ToFloat64(f.cache.metrics.proofs); got != float64(len(file.Addrs)) {
+		t.Fatalf("%v chunk proofs for a file of %d chunks", got, len(file.Addrs))
+	}
+	got, st, err = f.copyAll(ctx, file.Name)
+	if err != nil || !bytes.Equal(got, want) || st.Disk != file.Size {
+		t.Fatalf("copy once downloaded: %d bytes, %+v, %v", len(got), st, err)
+	}
+}
+
+// A read of a chunk near the end of a file whose download streams from
+// the start, held, is served at once, by a read of its own block (which
+// fills the download); the held stream does not fetch it again.
+func TestDemandReadsFirst(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 400}, Config{MemBytes: 1, hedge: fastHedge})
+	file := f.db.Files[0]
+	var wmu sync.Mutex
+	var writes [][2]int64 // the download's writes, [offset, end)
+	write := f.cache.disk.hooks.writeAt
+	f.cache.disk.hooks.writeAt = func(w *os.File, b []byte, off int64) (int, error) {
+		wmu.Lock()
+		writes = append(writes, [2]int64{off, off + int64(len(b))})
+		wmu.Unlock()
+		return write(w, b, off)
+	}
+	f.fs.HoldAt.Store(1) // every stream holds after its first byte
+	f.get(file.Addrs[0])  // read through; starts the download
+	tab := f.cache.dbs["db1"].tables[0]
+	if !tab.downloading() {
+		t.Fatal("no download")
+	}
+	last := file.Addrs[len(file.Addrs)-1]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := f.cache.GetChunk(ctx, "db1", last)
+	if err != nil || r.Tier != api.TierStore {
+		t.Fatalf("the last chunk: tier %v, %v; want it read into the download", r.Tier, err)
+	}
+	dl := tab.acquireDownload()
+	e, _ := tab.idx.Lookup(last)
+	b := dl.blockOf(int64(e.Offset))
+	dl.mu.Lock()
+	st := dl.state[b]
+	dl.mu.Unlock()
+	tab.releaseDownload(dl)
+	if st != blockProven {
+		t.Fatalf("the last chunk's block is %v, not proven", st)
+	}
+	if r := f.get(file.Addrs[len(file.Addrs)-2]); r.Tier != api.TierPartial {
+		t.Fatalf("the chunk before it, in the same block: %v", r.Tier)
+	}
+	f.fs.Gate.Open()
+	f.waitDownloads(1)
+	if f.counter("finished") != 1 {
+		t.Fatalf("download: failed %v", f.counter("failed"))
+	}
+	lo, _ := dl.m.span(b)
+	wmu.Lock()
+	defer wmu.Unlock()
+	n := 0
+	for _, w := range writes {
+		if w[0] <= lo && lo < w[1] {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the block a reader fetched was written %d times", n)
+	}
+}
+
+// Whole-file readers of several files get them at the store's pace
+// however few download slots there are: with one slot, held by a stream
+// that never moves (every stream stops after its first byte), three files
+// are read whole at once, from blocks the readers fetch themselves.
+func TestSlotsDoNotLimitReaders(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 100, Files: 3}, Config{MemBytes: 1, Downloads: 1, StoreTimeout: 5 * time.Minute, hedge: fastHedge})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.fs.HoldAt.Store(1) // every stream stops after its first byte
+	var wg sync.WaitGroup
+	for _, file := range f.db.Files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			want, _ := f.fs.Get(ctx, file.Key)
+			got, _, err := f.copyAll(ctx, file.Name)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("copy %s: %d bytes, %v", file.Name, len(got), err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// A store that never answers one read in ten costs a reader the hedge
+// deadline, not the store's timeout: cold reads of every chunk of a
+// database, each allowed far less than StoreTimeout, all answer, and
+// some were answered by a hedge.
+func TestStallingStore(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 100, Files: 6}, Config{MemBytes: 1, StoreTimeout: 5 * time.Minute, hedge: fastHedge})
+	f.fs.StallEvery.Store(10)
+	for _, a := range f.db.All() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		r, err := f.cache.GetChunk(ctx, "db1", a)
+		cancel()
+		if err != nil || !bytes.Equal(r.Data, f.db.Chunks[a]) {
+			t.Fatalf("GetChunk(%s): %v", a, err)
+		}
+	}
+	st := f.cache.hedge.Stats()
+	if f.fs.Stalled.Load() == 0 || st.Wins == 0 {
+		t.Fatalf("%d reads stalled, hedges %+v", f.fs.Stalled.Load(), st)
+	}
+}
+
+// Closing the service in the middle of a download stops it, and leaves
+// nothing partial: the next service on the directory downloads the file
+// again and serves it from disk.
+func TestCloseMidDownload(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 100}, Config{MemBytes: 1})
+	file := f.db.Files[0]
+	f.fs.HoldAt.Store(file.Size / 2)
+	f.get(file.Addrs[0])
+	waitArrived(t, f.cache.dbs["db1"].tables[0], file.Size/2)
+	done := make(chan error)
+	go func() { done <- f.cache.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close waits for a held download")
+	}
+	f.fs.HoldAt.Store(0)
+	f.open(Config{MemBytes: 1})
+	if tmps, _ := os.ReadDir(filepath.Join(f.dir, tmpDir)); len(tmps) != 0 {
+		t.Fatalf("tmp/ holds %d files after a restart", len(tmps))
+	}
+	f.get(file.Addrs[1])
+	f.waitDownloads(1)
+	if r := f.get(file.Addrs[2]); r.Tier != api.TierDisk {
+		t.Fatalf("after the restart's download: %v", r.Tier)
 	}
 }

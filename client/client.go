@@ -23,6 +23,8 @@
 // client backs off from it (1 s, doubling to 30 s) and reads from the
 // store; when it is slow the client hedges, asking the store too after
 // Options.ServiceTimeout and taking whichever correct answer comes first.
+// Its reads of the store are hedged too (store.Hedge): one slower than
+// recent reads of its size (their 95th percentile) gets a second request.
 package client
 
 import (
@@ -266,6 +268,10 @@ type Client struct {
 	backoff backoff
 	svcErr  atomic.Pointer[error] // the service's last failure; nil once it answers again
 	ctr     counters
+	// hedged is Options.Store as the client reads it; hedgeBase its
+	// counts at the last ResetStats.
+	hedged    *store.Hedged
+	hedgeBase atomic.Pointer[store.HedgeStats]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -314,14 +320,18 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 		o.Logger = slog.Default()
 	}
 	var mdb *manifest.DB // nil without a store
+	var hedged *store.Hedged
 	if o.Store != nil {
+		hedged = store.Hedge(o.Store, store.HedgeOptions{})
+		o.Store = hedged
 		var err error
 		if mdb, err = manifest.Open(ctx, o.Store, o.DB); err != nil {
 			return nil, fmt.Errorf("client: %w", err)
 		}
 	}
 	var err error
-	c := &Client{opts: o, log: o.Logger, backoff: backoff{min: minBackoff, max: maxBackoff}}
+	c := &Client{opts: o, log: o.Logger, backoff: backoff{min: minBackoff, max: maxBackoff}, hedged: hedged}
+	c.hedgeBase.Store(&store.HedgeStats{})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if o.MemBytes > 0 {
 		c.mem, err = chunkmem.New(o.MemBytes)

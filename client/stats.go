@@ -9,6 +9,7 @@ import (
 	"github.com/dustin/go-humanize/english"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/store"
 )
 
 // TierStats counts what one tier served.
@@ -76,6 +77,10 @@ type Stats struct {
 	// Hedged counts chunks also asked of the store because the service
 	// had not answered within ServiceTimeout.
 	Hedged int64
+	// StoreHedges counts second requests sent for store reads slower than
+	// recent ones (store.Hedge), and StoreHedgeWins those that answered
+	// first.
+	StoreHedges, StoreHedgeWins int64
 	// StoreBad counts chunks from the store that failed their CRC, did not
 	// decode, or did not hash to their address.
 	StoreBad int64
@@ -112,6 +117,8 @@ func (s Stats) Sub(prev Stats) Stats {
 		ServiceBackoffs: s.ServiceBackoffs - prev.ServiceBackoffs,
 		ServiceSkipped:  s.ServiceSkipped - prev.ServiceSkipped,
 		Hedged:          s.Hedged - prev.Hedged,
+		StoreHedges:     s.StoreHedges - prev.StoreHedges,
+		StoreHedgeWins:  s.StoreHedgeWins - prev.StoreHedgeWins,
 		StoreBad:        s.StoreBad - prev.StoreBad,
 		StoreReadBytes:  s.StoreReadBytes - prev.StoreReadBytes,
 		ManifestLoads:   s.ManifestLoads - prev.ManifestLoads,
@@ -149,6 +156,8 @@ func (s Stats) String() string {
 		{"service backoffs", s.ServiceBackoffs},
 		{"service skipped", s.ServiceSkipped},
 		{"hedged", s.Hedged},
+		{"store hedges", s.StoreHedges},
+		{"store hedge wins", s.StoreHedgeWins},
 		{"store bad", s.StoreBad},
 		{"of them local reads", s.LocalReads},
 		{"local chunks", s.LocalChunks},
@@ -235,7 +244,14 @@ func (c *counters) all() []*atomic.Int64 {
 // flight.
 func (c *Client) Stats() Stats {
 	k := &c.ctr
+	var hs store.HedgeStats
+	if c.hedged != nil {
+		hs = c.hedged.Stats()
+	}
+	base := c.hedgeBase.Load()
 	return Stats{
+		StoreHedges:    hs.Hedges - base.Hedges,
+		StoreHedgeWins: hs.Wins - base.Wins,
 		Gets:    k.gets.Load(),
 		Batches: k.batches.Load(),
 		Memory:  TierStats{k.memChunks.Load(), k.memBytes.Load(), k.memRequests.Load(), time.Duration(k.memTime.Load())},
@@ -270,5 +286,9 @@ func (c *Client) Stats() Stats {
 func (c *Client) ResetStats() {
 	for _, v := range c.ctr.all() {
 		v.Store(0)
+	}
+	if c.hedged != nil {
+		hs := c.hedged.Stats()
+		c.hedgeBase.Store(&hs)
 	}
 }
