@@ -97,7 +97,7 @@ func TestDemandReadsFirst(t *testing.T) {
 		return write(w, b, off)
 	}
 	f.fs.HoldAt.Store(1) // every stream holds after its first byte
-	f.get(file.Addrs[0])  // read through; starts the download
+	f.get(file.Addrs[0]) // read through; starts the download
 	tab := f.cache.dbs["db1"].tables[0]
 	if !tab.downloading() {
 		t.Fatal("no download")

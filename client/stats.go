@@ -252,11 +252,11 @@ func (c *Client) Stats() Stats {
 	return Stats{
 		StoreHedges:    hs.Hedges - base.Hedges,
 		StoreHedgeWins: hs.Wins - base.Wins,
-		Gets:    k.gets.Load(),
-		Batches: k.batches.Load(),
-		Memory:  TierStats{k.memChunks.Load(), k.memBytes.Load(), k.memRequests.Load(), time.Duration(k.memTime.Load())},
-		Service: TierStats{k.svcChunks.Load(), k.svcBytes.Load(), k.svcRequests.Load(), time.Duration(k.svcTime.Load())},
-		Store:   TierStats{k.storeChunks.Load(), k.storeBytes.Load(), k.storeRequests.Load(), time.Duration(k.storeTime.Load())},
+		Gets:           k.gets.Load(),
+		Batches:        k.batches.Load(),
+		Memory:         TierStats{k.memChunks.Load(), k.memBytes.Load(), k.memRequests.Load(), time.Duration(k.memTime.Load())},
+		Service:        TierStats{k.svcChunks.Load(), k.svcBytes.Load(), k.svcRequests.Load(), time.Duration(k.svcTime.Load())},
+		Store:          TierStats{k.storeChunks.Load(), k.storeBytes.Load(), k.storeRequests.Load(), time.Duration(k.storeTime.Load())},
 		ServiceTiers: ServiceTiers{
 			Memory: k.svcMemory.Load(), Disk: k.svcDisk.Load(), Partial: k.svcPartial.Load(),
 			Store: k.svcStore.Load(), Other: k.svcOther.Load(),
