@@ -37,7 +37,10 @@ type Config struct {
 	// ManifestTTL is how old a database's manifest may be before a miss
 	// makes the service read it again (default 5 s).
 	ManifestTTL time.Duration
-	// Downloads is how many whole-file downloads run at once (default 2).
+	// Downloads is how many ranged streams of the store download files
+	// ahead of readers at once (default 8; a file takes up to 8, a
+	// segment of 8 MiB each). What readers wait for is fetched beside
+	// them, whatever this says.
 	Downloads int
 	// IndexTail is how many bytes to read from a file's end when opening
 	// its index from the store (default 64 KiB: one request for most files).
@@ -83,7 +86,7 @@ func (c *Config) setDefaults() error {
 		c.ManifestTTL = 5 * time.Second
 	}
 	if c.Downloads == 0 {
-		c.Downloads = 2
+		c.Downloads = 8
 	}
 	if c.IndexTail == 0 {
 		c.IndexTail = 64 << 10

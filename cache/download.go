@@ -108,9 +108,9 @@ func (t *table) releaseDownload(dl *download) {
 
 // downloadAppendix starts the download of an appendix file (made to be
 // read whole) before a read through the store rather than after it, as
-// missed would: the read then fetches its bytes into the download, and
-// the reads that follow (a SQLite version's open set lies at the start of
-// its appendix) find them there, or on their way.
+// missed would: the reads that follow (a SQLite version's open set lies
+// at the start of its appendix) find their bytes in the download, or on
+// their way.
 func (t *table) downloadAppendix() {
 	if t.appendix.Load() {
 		t.missed(0)
@@ -118,8 +118,8 @@ func (t *table) downloadAppendix() {
 }
 
 // missed records a miss of n stored bytes read through from the store
-// and starts the file's download if admission says so. The download's
-// temporary file exists when missed returns, unless it could not be made.
+// and starts the file's download if admission says so. Until the
+// download has made its temporary file (prepare), reads go to the store.
 func (t *table) missed(n int64) {
 	e := t.env
 	t.mu.Lock()
@@ -144,10 +144,10 @@ func (t *table) missed(n int64) {
 	t.mu.Unlock()
 
 	e.metrics.downloads.WithLabelValues("started").Inc()
-	err := t.prepare(dl)
 	go func() {
 		defer e.wg.Done()
 		var lc *localCopy
+		err := t.prepare(dl)
 		if err == nil {
 			lc, err = t.fetch(dl)
 		}

@@ -33,7 +33,7 @@ import (
 // stream costs a reader no more than a slow read would.
 const (
 	// backgroundStreams is how many background streams a file has at once.
-	backgroundStreams = 4
+	backgroundStreams = 8
 	// backgroundSegment is how much a background stream fetches: large
 	// enough that its round trip is a small part of its time at S3's
 	// ~100 MB/s a connection.

@@ -49,7 +49,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	miss := fs.String("miss", "read-through", "on a miss: read-through (read from the store, download in background) or notfound (answer not found, download in background)")
 	storeTimeout := fs.Duration("store-timeout", 10*time.Second, "deadline for one read from the object store, and the longest a download waits for its next bytes")
 	manifestTTL := fs.Duration("manifest-ttl", 5*time.Second, "how stale a manifest may be before a miss re-reads it")
-	downloads := fs.Int("downloads", 2, "whole-file downloads at once")
+	downloads := fs.Int("downloads", 8, "store streams downloading files ahead of readers at once (what readers wait for is fetched beside them)")
 	clientTimeout := fs.Duration("client-timeout", 30*time.Second, "the longest the service waits on a client: to send a request, or to take the next part of an answer")
 	spinWait := fs.Duration("spin", spin.DefaultMax, "how long an HTTP connection just answered polls for its next request before it parks, saving a wake-up on a VM (0: never)")
 	queryTimeout := fs.Duration("query-timeout", 10*time.Second, "the query API: the longest a statement runs before it is interrupted (a 400 to its client)")
