@@ -25,9 +25,10 @@ import (
 // Readers hold the file with table.acquireDownload; the last one out
 // after the download ends closes it.
 type download struct {
-	t *table
-	m *blockMap
-	f *os.File // set under table.mu once the temp file exists
+	t     *table
+	ready chan struct{} // closed once prepare has made the file, or failed
+	m     *blockMap
+	f     *os.File // set under table.mu once the temp file exists
 	// view reads the index like t.idx, but archive dictionaries from the
 	// download (or the store, for spans not written yet): chunks proven
 	// with it prove the dictionaries it holds, so that reads of proven
@@ -84,13 +85,28 @@ const (
 	maxRetryWait   = 5 * time.Minute
 )
 
-// acquireDownload returns the download in flight whose file exists,
-// holding the file open until releaseDownload, or nil.
-func (t *table) acquireDownload() *download {
+// acquireDownload returns the download in flight, holding its file open
+// until releaseDownload, or nil; nil too while a download just started
+// makes its file, unless wait (a whole-file reader waits: that is local
+// work, milliseconds, where a read through the store costs a round trip).
+func (t *table) acquireDownload(wait bool) *download {
+	t.mu.Lock()
+	dl := t.dl
+	t.mu.Unlock()
+	if dl == nil {
+		return nil
+	}
+	select {
+	case <-dl.ready:
+	default:
+		if !wait {
+			return nil
+		}
+		<-dl.ready
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	dl := t.dl
-	if dl == nil || dl.f == nil {
+	if t.dl != dl || dl.f == nil {
 		return nil
 	}
 	dl.refs++
@@ -118,8 +134,7 @@ func (t *table) downloadAppendix() {
 }
 
 // missed records a miss of n stored bytes read through from the store
-// and starts the file's download if admission says so. Until the
-// download has made its temporary file (prepare), reads go to the store.
+// and starts the file's download if admission says so.
 func (t *table) missed(n int64) {
 	e := t.env
 	t.mu.Lock()
@@ -136,7 +151,7 @@ func (t *table) missed(n int64) {
 		t.mu.Unlock()
 		return
 	}
-	dl := &download{t: t, changed: make(chan struct{}), begun: time.Now()}
+	dl := &download{t: t, ready: make(chan struct{}), changed: make(chan struct{}), begun: time.Now()}
 	dl.ctx, dl.cancel = context.WithCancel(e.ctx)
 	t.dl = dl
 	t.local = nil
@@ -148,6 +163,7 @@ func (t *table) missed(n int64) {
 		defer e.wg.Done()
 		var lc *localCopy
 		err := t.prepare(dl)
+		close(dl.ready)
 		if err == nil {
 			lc, err = t.fetch(dl)
 		}

@@ -87,20 +87,14 @@ func TestCopyDuringDownload(t *testing.T) {
 func TestDemandReadsFirst(t *testing.T) {
 	f := newFixture(t, testdb.Options{Chunks: 400}, Config{MemBytes: 1, hedge: fastHedge})
 	file := f.db.Files[0]
-	var wmu sync.Mutex
-	var writes [][2]int64 // the download's writes, [offset, end)
-	write := f.cache.disk.hooks.writeAt
-	f.cache.disk.hooks.writeAt = func(w *os.File, b []byte, off int64) (int, error) {
-		wmu.Lock()
-		writes = append(writes, [2]int64{off, off + int64(len(b))})
-		wmu.Unlock()
-		return write(w, b, off)
-	}
+	w := f.recordWrites()
 	f.fs.HoldAt.Store(1) // every stream holds after its first byte
 	f.get(file.Addrs[0]) // read through; starts the download
 	tab := f.cache.dbs["db1"].tables[0]
-	if !tab.downloading() {
+	if dl := tab.acquireDownload(true); dl == nil {
 		t.Fatal("no download")
+	} else {
+		tab.releaseDownload(dl)
 	}
 	last := file.Addrs[len(file.Addrs)-1]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -109,7 +103,7 @@ func TestDemandReadsFirst(t *testing.T) {
 	if err != nil || r.Tier != api.TierStore {
 		t.Fatalf("the last chunk: tier %v, %v; want it read into the download", r.Tier, err)
 	}
-	dl := tab.acquireDownload()
+	dl := tab.acquireDownload(false)
 	e, _ := tab.idx.Lookup(last)
 	b := dl.blockOf(int64(e.Offset))
 	dl.mu.Lock()
@@ -128,15 +122,7 @@ func TestDemandReadsFirst(t *testing.T) {
 		t.Fatalf("download: failed %v", f.counter("failed"))
 	}
 	lo, _ := dl.m.span(b)
-	wmu.Lock()
-	defer wmu.Unlock()
-	n := 0
-	for _, w := range writes {
-		if w[0] <= lo && lo < w[1] {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := w.at(lo); n != 1 {
 		t.Fatalf("the block a reader fetched was written %d times", n)
 	}
 }

@@ -453,8 +453,8 @@ func stalled(ctx context.Context, err error, since time.Time) error {
 // ensure makes the blocks holding bytes [lo, hi) proven, for a reader: it
 // proves those that arrived unproven, reads those no one fetches (one
 // ranged read per run, several at once), and waits for those on their way
-// (see the comment at the top). fetched says some were not in the file
-// when it was called: the reader waited for the store. It returns
+// (see the comment at the top). fetched says it read some from the store
+// itself. It returns
 // errDownloadEnded when the download ended (the reader then reads the
 // bytes through the store), and errGaveUp when a stream that has the
 // bytes in hand is too slow to write them. Other errors are the store's,
@@ -463,7 +463,7 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 	i, j := dl.m.covering(lo, hi)
 	var giveUp <-chan time.Time
 	impatient := false // waited the store's deadline for a stream: take its blocks
-	for first := true; ; first = false {
+	for {
 		var fetch, prove [][2]int // runs of blocks
 		dl.mu.Lock()
 		if dl.err != nil {
@@ -472,11 +472,7 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 		}
 		wait, waitStream, inHand := false, false, false
 		for b := i; b < j; b++ {
-			st := dl.state[b]
-			if first && st < blockArrived {
-				fetched = true
-			}
-			switch st {
+			switch dl.state[b] {
 			case blockMissing:
 				fetch = addRun(fetch, b)
 			case blockArrived:
@@ -520,6 +516,7 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 			return fetched, nil
 		}
 		if len(fetch) > 0 || len(prove) > 0 {
+			fetched = fetched || len(fetch) > 0
 			if err := dl.work(ctx, fetch, prove); err != nil {
 				return fetched, err
 			}

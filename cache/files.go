@@ -258,7 +258,7 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 			missed = true
 		}
 		block := int64(storeBlock)
-		if dl := t.acquireDownload(); dl != nil {
+		if dl := t.acquireDownload(true); dl != nil {
 			blockEnd := min(end, off+downloadBlock)
 			buf, err := r.readDownload(ctx, dl, off, blockEnd, end)
 			t.releaseDownload(dl)

@@ -464,7 +464,7 @@ func TestPartialReaderOutlivesCommit(t *testing.T) {
 	f.get(file.Addrs[0])
 	tab := f.cache.dbs["db1"].tables[0]
 	waitArrived(t, tab, file.Size/2)
-	dl := tab.acquireDownload()
+	dl := tab.acquireDownload(false)
 	if dl == nil {
 		t.Fatal("no download to hold")
 	}

@@ -172,7 +172,7 @@ func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, 
 		t.localFailed(lc, err)
 	}
 	tried := false // the download in flight was read
-	if dl := t.acquireDownload(); dl != nil {
+	if dl := t.acquireDownload(false); dl != nil {
 		tried = true
 		data, tier, err := t.readDownload(ctx, dl, e)
 		t.releaseDownload(dl)
@@ -190,7 +190,7 @@ func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, 
 		return nil, api.TierStore, nil
 	}
 	t.downloadAppendix()
-	if dl := t.acquireDownload(); dl != nil && tried {
+	if dl := t.acquireDownload(false); dl != nil && tried {
 		t.releaseDownload(dl)
 	} else if dl != nil { // the appendix's, just started: the read fills it
 		data, tier, err := t.readDownload(ctx, dl, e)
@@ -340,7 +340,7 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 		if err != nil {
 			t.localFailed(lc, err)
 		}
-	} else if dl := t.acquireDownload(); dl != nil {
+	} else if dl := t.acquireDownload(false); dl != nil {
 		var err error
 		tried = true
 		got, remote, tier, err = t.readManyDownload(ctx, dl, entries)
@@ -371,7 +371,7 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 		return nil
 	}
 	t.downloadAppendix()
-	if dl := t.acquireDownload(); dl != nil && !tried { // the appendix's, just started: the read fills it
+	if dl := t.acquireDownload(false); dl != nil && !tried { // the appendix's, just started: the read fills it
 		got, remote, tier, err := t.readManyDownload(ctx, dl, remote)
 		t.releaseDownload(dl)
 		if err != nil {
