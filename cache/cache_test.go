@@ -263,8 +263,11 @@ func waitArrived(t *testing.T, tab *table, n int64) *download {
 		tab.mu.Lock()
 		dl := tab.dl
 		tab.mu.Unlock()
-		if dl != nil && dl.m != nil && dl.arrivedBytes() >= dl.blockFloor(n) {
-			return dl
+		if dl != nil {
+			<-dl.ready
+			if dl.m != nil && dl.arrivedBytes() >= dl.blockFloor(n) {
+				return dl
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("download never reached the hold point")
