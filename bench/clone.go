@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,12 @@ type cloneRuns struct {
 	bytes map[caseKey][]float64 // table-file bytes read from the store, per clone
 	reqs  map[caseKey][]float64 // store requests for table files, per clone
 	mans  map[caseKey][]float64 // manifest reads, per clone
+	first map[caseKey][]float64 // ms from a clone's start to its first table-file byte (median of the clients)
+	// onDisk is the ms from the cold clones' start until the service had
+	// every file on disk, verified; hedges the service's hedged store
+	// reads (the counts of the cold clones and the downloads they caused).
+	onDisk         map[caseKey][]float64
+	hedges, hreads map[caseKey][]float64
 }
 
 // runClone measures clones: the requests dolt clone makes (metadata, root,
@@ -90,14 +97,14 @@ func prepareClone(ctx context.Context, r *Runner) (*cloneRig, error) {
 		"(GetRepoMetadata, Root, ListTableFiles, then a GET of every table file, three at a time), replayed by `doltremote.Client`; " +
 		"N clients clone at once, as a fleet of Dolt clients and replicas in one place does. Paths:\n\n" +
 		"- `store-direct`: every client reads every table file whole from the store (what Dolt does with an S3 remote).\n" +
-		"- `service-cold`: a fresh service (empty cache dir); the clients' downloads are answered while the service downloads each file once and serves what has arrived, proving every chunk.\n" +
+		"- `service-cold`: a fresh service (empty cache dir); the clients' downloads are answered from the service's downloads as their bytes arrive (several ranged reads of each file at once, what a client waits for first), each file read from the store once and each chunk hashed once.\n" +
 		"- `service-warm`: the same service once its files are on disk.\n\n" +
-		"A clone's time is from its first request to its last byte; throughput is the table-file bytes all clients received per second (MB/s). " +
+		"A clone's time is from its first request to its last byte; throughput is the table-file bytes all clients received per second (MB/s); \"The cold path\" below adds the time to the first byte and, cold, until the service had every file on disk. " +
 		"Multipliers are against `store-direct` at the same client count."
 	rep.Env.Set("data set", "database %q: %d classic table files, %d chunks of %s (half random), %s of table files; written by the tablefile writer and a Dolt manifest (format %s)%s",
 		ds.DB, len(ds.Files), ds.Chunks, sizeName(ds.ChunkSize), humanize.IBytes(uint64(ds.StoredBytes)), manifest.FormatDolt, reusedNote(ds.Reused))
 	rep.Env.Set("store", "local folder (file://) under %s, read through %s", dir, storeEmulation(cfg.rtt(), bw))
-	rep.Env.Set("service", "in-process: service.Start with the Dolt remote, gRPC and HTTP on 127.0.0.1:0, --downloads 2 (the default), fsync %s; the clients run in the same process and share the %d cores", onOff(cfg.Fsync), rep.Env.Cores)
+	rep.Env.Set("service", "in-process: service.Start with the Dolt remote, gRPC and HTTP on 127.0.0.1:0, --downloads 8 (the default), fsync %s; the clients run in the same process and share the %d cores", onOff(cfg.Fsync), rep.Env.Cores)
 	rep.Env.Set("clients", "%s", intList(rig.clients))
 	rep.Env.Set("why replayed", "the data set is generated (random chunks under a Dolt manifest), so it is not a Dolt commit graph that dolt itself could check out; the replayed requests are the ones its clone makes of a remote (go/libraries/doltcore/remotestorage and go/store/datas/pull/clone.go), and cmd/chunkd's CHUNKD_DOLT test runs the real dolt clone, fetch and pull through the service")
 	return rig, nil
@@ -111,7 +118,8 @@ func reusedNote(reused bool) string {
 }
 
 func measureClone(ctx context.Context, r *Runner, rig *cloneRig) (*cloneRuns, error) {
-	runs := &cloneRuns{stats: map[caseKey][]Stats{}, bytes: map[caseKey][]float64{}, reqs: map[caseKey][]float64{}, mans: map[caseKey][]float64{}}
+	runs := &cloneRuns{stats: map[caseKey][]Stats{}, bytes: map[caseKey][]float64{}, reqs: map[caseKey][]float64{}, mans: map[caseKey][]float64{},
+		first: map[caseKey][]float64{}, onDisk: map[caseKey][]float64{}, hedges: map[caseKey][]float64{}, hreads: map[caseKey][]float64{}}
 	cs := caseName(rig)
 	for run := 1; run <= r.Config.Runs; run++ {
 		for _, n := range rig.clients {
@@ -132,31 +140,33 @@ func caseName(rig *cloneRig) string {
 // directly, then a fresh service cold and, once its files are on disk,
 // warm.
 func measureCloneRun(ctx context.Context, r *Runner, rig *cloneRig, runs *cloneRuns, cs string, n int) error {
-	record := func(path string, durs []time.Duration, wall time.Duration, before counts) {
+	record := func(path string, durs, firsts []time.Duration, wall time.Duration, before counts) {
 		after := rig.st.counts()
 		k := caseKey{cs, path, n}
-		sorted := sorted(durs)
+		byTime := sorted(durs)
 		var sum time.Duration
 		for _, d := range durs {
 			sum += d
 		}
 		runs.stats[k] = append(runs.stats[k], Stats{
 			Count: int64(len(durs)), Mean: sum / time.Duration(len(durs)),
-			P50: Percentile(sorted, 50), P95: Percentile(sorted, 95), P99: Percentile(sorted, 99),
+			P50: Percentile(byTime, 50), P95: Percentile(byTime, 95), P99: Percentile(byTime, 99),
 			Throughput: float64(int64(n)*rig.ds.StoredBytes) / wall.Seconds() / 1e6,
 		})
 		r.Report.Samples(cs, path, n, durs)
 		runs.bytes[k] = append(runs.bytes[k], float64(after.bytes-before.bytes)/float64(n))
 		runs.reqs[k] = append(runs.reqs[k], float64(after.reqs-before.reqs)/float64(n))
 		runs.mans[k] = append(runs.mans[k], float64(after.manifests-before.manifests)/float64(n))
+		runs.first[k] = append(runs.first[k], float64(Percentile(sorted(firsts), 50).Microseconds())/1000)
 	}
 
 	before := rig.st.counts()
-	durs, wall, err := fleet(ctx, n, func(ctx context.Context) error { return cloneDirect(ctx, rig) })
+	var direct firstBytes
+	durs, wall, err := fleet(ctx, n, func(ctx context.Context, i int) error { return cloneDirect(ctx, rig, direct.mark(i)) })
 	if err != nil {
 		return fmt.Errorf("%s: %w", pathStoreDirect, err)
 	}
-	record(pathStoreDirect, durs, wall, before)
+	record(pathStoreDirect, durs, direct.times(n), wall, before)
 
 	svc, err := startCloneService(r, rig)
 	if err != nil {
@@ -165,32 +175,71 @@ func measureCloneRun(ctx context.Context, r *Runner, rig *cloneRig, runs *cloneR
 	defer svc.close()
 	for _, path := range []string{pathCold, pathWarm} {
 		before := rig.st.counts()
-		durs, wall, err := fleet(ctx, n, svc.clone)
+		hedgesBefore := svc.svc.Cache.Hedges()
+		var fb firstBytes
+		start := time.Now()
+		durs, wall, err := fleet(ctx, n, func(ctx context.Context, i int) error { return svc.clone(ctx, fb.mark(i)) })
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+		k := caseKey{cs, path, n}
 		if path == pathCold {
 			// Everything the cold clones caused: the downloads they
-			// started finish (and are verified) after the last byte.
+			// started finish (and are committed) after the last byte.
 			if err := svc.svc.Cache.WaitCached(ctx, cloneDB, 5*time.Minute, nil); err != nil {
 				return err
 			}
+			runs.onDisk[k] = append(runs.onDisk[k], float64(time.Since(start).Microseconds())/1000)
 		}
-		record(path, durs, wall, before)
+		h := svc.svc.Cache.Hedges()
+		runs.hedges[k] = append(runs.hedges[k], float64(h.Hedges-hedgesBefore.Hedges))
+		runs.hreads[k] = append(runs.hreads[k], float64(h.Reads-hedgesBefore.Reads))
+		record(path, durs, fb.times(n), wall, before)
 	}
 	return nil
 }
 
+// firstBytes records when each clone of a fleet got its first table-file
+// byte, after the clone started.
+type firstBytes struct {
+	mu sync.Mutex
+	at map[int]time.Duration
+}
+
+// mark returns the hook clone i calls with each table file's first byte.
+func (f *firstBytes) mark(i int) func(since time.Duration) {
+	return func(since time.Duration) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.at == nil {
+			f.at = map[int]time.Duration{}
+		}
+		if d, ok := f.at[i]; !ok || since < d {
+			f.at[i] = since
+		}
+	}
+}
+
+func (f *firstBytes) times(n int) []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]time.Duration, 0, n)
+	for i := range n {
+		out = append(out, f.at[i])
+	}
+	return out
+}
+
 // fleet runs n clones at once and returns each one's time and the wall
-// time of all.
-func fleet(ctx context.Context, n int, clone func(context.Context) error) ([]time.Duration, time.Duration, error) {
+// time of all; clone gets its index in the fleet.
+func fleet(ctx context.Context, n int, clone func(ctx context.Context, i int) error) ([]time.Duration, time.Duration, error) {
 	durs := make([]time.Duration, n)
 	g, gctx := errgroup.WithContext(ctx)
 	start := time.Now()
 	for i := range n {
 		g.Go(func() error {
 			t0 := time.Now()
-			err := clone(gctx)
+			err := clone(gctx, i)
 			durs[i] = time.Since(t0)
 			return err
 		})
@@ -200,8 +249,10 @@ func fleet(ctx context.Context, n int, clone func(context.Context) error) ([]tim
 }
 
 // cloneDirect reads every table file whole from the store, three at a
-// time, as a Dolt client cloning an S3 remote does, and checks each length.
-func cloneDirect(ctx context.Context, rig *cloneRig) error {
+// time, as a Dolt client cloning an S3 remote does, and checks each
+// length; first is called with the time to each file's first byte.
+func cloneDirect(ctx context.Context, rig *cloneRig, first func(time.Duration)) error {
+	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(3)
 	for _, f := range rig.ds.Files {
@@ -211,7 +262,7 @@ func cloneDirect(ctx context.Context, rig *cloneRig) error {
 				return err
 			}
 			defer rc.Close()
-			n, err := io.Copy(io.Discard, rc)
+			n, err := io.Copy(io.Discard, &firstByteReader{r: rc, start: start, first: first})
 			if err == nil && n != f.Size {
 				err = fmt.Errorf("%s: %d bytes, want %d", f.Key, n, f.Size)
 			}
@@ -219,6 +270,45 @@ func cloneDirect(ctx context.Context, rig *cloneRig) error {
 		})
 	}
 	return g.Wait()
+}
+
+// firstByteReader calls first with the time since start at its first
+// byte.
+type firstByteReader struct {
+	r     io.Reader
+	start time.Time
+	first func(time.Duration)
+	got   bool
+}
+
+func (f *firstByteReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if n > 0 && !f.got {
+		f.got = true
+		f.first(time.Since(f.start))
+	}
+	return n, err
+}
+
+// firstByteTransport is an http.RoundTripper whose response bodies call
+// first at their first byte (the time since the clone's start).
+type firstByteTransport struct {
+	http.RoundTripper
+	start time.Time
+	first func(time.Duration)
+}
+
+func (t firstByteTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(req)
+	if err == nil {
+		resp.Body = readCloser{&firstByteReader{r: resp.Body, start: t.start, first: t.first}, resp.Body}
+	}
+	return resp, err
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // cloneService is one in-process service carrying the Dolt remote.
@@ -251,8 +341,9 @@ func startCloneService(r *Runner, rig *cloneRig) (*cloneService, error) {
 	return s, nil
 }
 
-func (s *cloneService) clone(ctx context.Context) error {
-	c := &doltremote.Client{RPC: remotesapi.NewChunkStoreServiceClient(s.conn), HTTP: s.hc, Repo: cloneRepo}
+func (s *cloneService) clone(ctx context.Context, first func(time.Duration)) error {
+	hc := &http.Client{Transport: firstByteTransport{RoundTripper: s.hc.Transport, start: time.Now(), first: first}}
+	c := &doltremote.Client{RPC: remotesapi.NewChunkStoreServiceClient(s.conn), HTTP: hc, Repo: cloneRepo}
 	res, err := c.Clone(ctx, "")
 	if err == nil && res.Bytes != s.rig.ds.StoredBytes {
 		err = fmt.Errorf("cloned %d bytes, the database has %d", res.Bytes, s.rig.ds.StoredBytes)
@@ -292,6 +383,42 @@ func reportClone(r *Runner, rig *cloneRig, runs *cloneRuns) {
 		}
 	}
 	rep.Section("Store reads per clone", b.String())
+
+	var c strings.Builder
+	c.WriteString("The cold path, medians over the runs: the time from a clone's start to its first table-file byte (the median of the clients), to its last, and, for `service-cold`, until the service had every file on its disk (verified, synced and renamed in); and the service's store reads that could be hedged (ranged reads, streams opened, heads, gets) with the second requests it sent for the slow ones.\n\n")
+	c.WriteString("| path | clients | first byte | × store-direct | clone | × store-direct | files on disk | store reads | hedges |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, n := range rig.clients {
+		base := caseKey{cs, pathStoreDirect, n}
+		baseFirst := median(runs.first[base])
+		baseRes, _ := rep.find(cs, pathStoreDirect, n)
+		for _, path := range []string{pathStoreDirect, pathCold, pathWarm} {
+			k := caseKey{cs, path, n}
+			res, ok := rep.find(cs, path, n)
+			if !ok || len(runs.first[k]) == 0 {
+				continue
+			}
+			first := median(runs.first[k])
+			rep.Metric(cs, path, n, "first_byte_ms", first)
+			onDisk, reads, hedges := "–", "–", "–"
+			if path != pathStoreDirect {
+				rh, hh := median(runs.hreads[k]), median(runs.hedges[k])
+				reads, hedges = fmt.Sprintf("%.0f", rh), fmt.Sprintf("%.0f", hh)
+				rep.Metric(cs, path, n, "store_reads_hedgeable", rh)
+				rep.Metric(cs, path, n, "store_hedges", hh)
+				if rh > 0 {
+					hedges += fmt.Sprintf(" (%.1f%%)", 100*hh/rh)
+				}
+			}
+			if path == pathCold {
+				d := median(runs.onDisk[k])
+				onDisk = fmtWall(d * 1000)
+				rep.Metric(cs, path, n, "files_on_disk_ms", d)
+			}
+			fmt.Fprintf(&c, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", path, n, fmtWall(first*1000), ratio(first, baseFirst),
+				fmtWall(res.P50US), ratio(res.P50US, baseRes.P50US), onDisk, reads, hedges)
+		}
+	}
+	rep.Section("The cold path", c.String())
 }
 
 // tableCounting counts what a store is asked for table files (every

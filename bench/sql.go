@@ -42,9 +42,15 @@ type sqlResult struct {
 	query   time.Duration // the query part alone (point lookups: all of them)
 	rows    int
 	lats    []time.Duration // each point lookup
+	// firstRow is the wall time from the open to the first row (point
+	// lookups: the first lookup's).
+	firstRow time.Duration
 	stats   client.Stats
 	pages   int64
-	fetched time.Duration // cold: when the service had the appendix, after its start
+	// cold: when the service had the appendix on disk, after the query
+	// started; and its hedged store reads and hedges until then.
+	fetched        time.Duration
+	hreads, hedges float64
 	// first and firstTook: the client's counters and the wall time from
 	// the open to the end of the first point lookup.
 	first     client.Stats
@@ -56,6 +62,11 @@ type sqlResult struct {
 // and the cache service cold and warm, each as a fresh process would run
 // them ("chunkd sql"), wall time against the local file.
 func runSQL(ctx context.Context, r *Runner) error {
+	if r.Config.Bandwidth == 0 {
+		// S3 streams about 100 MB/s a connection: without a cap a cold
+		// service would download the appendix at the local disk's speed.
+		r.Config.Bandwidth = 100 << 20
+	}
 	cfg, rep := r.Config, r.Report
 	sentences := pick(cfg.Scale, 10_000, 160_000, 1_250_000)
 	translations := 2 * sentences
@@ -144,12 +155,16 @@ func (m *sqlMeasure) query(ctx context.Context, run int, q sqlQuery, ids []int64
 	viaService := func() (*sqlDB, error) {
 		return openTierDB(ctx, tierOpts{store: ds.far, db: ds.db, service: svc.url, log: cfg.Log})
 	}
+	coldStart := time.Now()
 	_, err = m.path(ctx, run, q, ids, pathCold, local.rows, viaService)
 	if err == nil {
-		var fetched time.Duration
-		if fetched, err = svc.waitAppendix(ctx, ds.db, 10*time.Minute); err == nil {
+		if _, err = svc.waitAppendix(ctx, ds.db, 10*time.Minute); err == nil {
 			k := sqlKey{q.cs, pathCold}
-			m.results[k][len(m.results[k])-1].fetched = fetched
+			res := &m.results[k][len(m.results[k])-1]
+			res.fetched = time.Since(coldStart)
+			if pm, err := scrapeMetrics(ctx, svc.hc, svc.url+"/metrics"); err == nil {
+				res.hreads, res.hedges = pm["chunkd_store_hedged_reads_total"], pm["chunkd_store_hedges_total"]
+			}
 			_, err = m.path(ctx, run, q, ids, pathWarm, local.rows, viaService)
 		}
 		if err == nil {
@@ -217,22 +232,58 @@ func reportSQL(rep *Report, ds *sqlDataset, queries []sqlQuery, results sqlResul
 		}
 	}
 
-	var fetched []float64
-	var cold []float64
-	for _, q := range queries {
-		for _, res := range results[sqlKey{q.cs, pathCold}] {
-			fetched = append(fetched, float64(res.fetched.Milliseconds()))
-			cold = append(cold, float64(res.took.Milliseconds()))
-		}
+	rep.Section("The cold path", coldPath(rep, ds, queries, results))
+	if ds.bandwidth == 0 {
+		rep.Notef("The emulated store adds a round trip to every request but no bandwidth limit (--bandwidth), so a cold service downloads the whole appendix file (%s) at the speed of the local disk: "+
+			"the cold path is optimistic next to S3, which streams about 100 MB/s a connection.", humanize.IBytes(uint64(ds.imp.AppendixBytes)))
 	}
-	if len(fetched) > 0 {
-		rep.Env.Set("cold service's download", "the appendix file (%s) was on the service's disk a median %.0f ms after the service started (cold queries took a median %.0f ms)",
-			humanize.IBytes(uint64(ds.imp.AppendixBytes)), median(fetched), median(cold))
-	}
-	rep.Notef("The emulated store adds a round trip to every request but no bandwidth limit, so a cold service downloads the whole appendix file (%s) within about one round trip and local disk time: "+
-		"the cold path is optimistic next to S3, where a download of that size takes longer and more of a cold query reads through from the store.", humanize.IBytes(uint64(ds.imp.AppendixBytes)))
 	rep.Notef("Every path opens a new client and SQLite connection per query and run, so nothing is in the client's memory or SQLite's page cache at the start; the local file and the service's downloaded file are in the OS page cache (the file was just written).")
 	rep.Notef("A new client of the service reads no manifest from the store: it asks the service for the root (at most its --manifest-ttl old) and the version's open set (root chunk, page map, page 1, interior pages) in one request each; the store round trip (%s) is paid only by the store-direct path and the service's own misses.", ds.rtt)
+}
+
+// coldPath is the section on the cold path: each query's time to its
+// first row and to its end on the paths that start with nothing local,
+// when the cold service had the appendix file on disk, and its hedges.
+func coldPath(rep *Report, ds *sqlDataset, queries []sqlQuery, results sqlResults) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "A query's time to its first row and to its last (the open included), median over runs, on the paths that start with nothing local, against the local file and the store read directly in the same run. "+
+		"For `service-cold`, a service just started with an empty cache dir: when it had the whole appendix file (%s) on its disk, verified, synced and renamed in, counted from the query's start; "+
+		"and its store reads that could be hedged until then (ranged reads, streams opened, heads, gets) with the second requests it sent for slow ones.\n\n", humanize.IBytes(uint64(ds.imp.AppendixBytes)))
+	b.WriteString("| query | path | first row | × local | query | × local | appendix on disk | store reads | hedges |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, q := range queries {
+		med := func(path string, f func(sqlResult) float64) float64 {
+			var xs []float64
+			for _, r := range results[sqlKey{q.cs, path}] {
+				xs = append(xs, f(r))
+			}
+			return median(xs)
+		}
+		firstOf := func(r sqlResult) float64 { return us(r.firstRow) }
+		tookOf := func(r sqlResult) float64 { return us(r.took) }
+		baseFirst, baseTook := med(pathLocal, firstOf), med(pathLocal, tookOf)
+		for _, path := range []string{pathLocal, pathStoreDirect, pathCold} {
+			if len(results[sqlKey{q.cs, path}]) == 0 {
+				continue
+			}
+			first, took := med(path, firstOf), med(path, tookOf)
+			rep.Metric(q.cs, path, 1, "first_row_us", first)
+			onDisk, reads, hedges := "–", "–", "–"
+			if path == pathCold {
+				d := med(path, func(r sqlResult) float64 { return us(r.fetched) })
+				rh := med(path, func(r sqlResult) float64 { return r.hreads })
+				hh := med(path, func(r sqlResult) float64 { return r.hedges })
+				onDisk, reads, hedges = fmtWall(d), fmt.Sprintf("%.0f", rh), fmt.Sprintf("%.0f", hh)
+				if rh > 0 {
+					hedges += fmt.Sprintf(" (%.1f%%)", 100*hh/rh)
+				}
+				rep.Metric(q.cs, path, 1, "appendix_on_disk_us", d)
+				rep.Metric(q.cs, path, 1, "store_reads_hedgeable", rh)
+				rep.Metric(q.cs, path, 1, "store_hedges", hh)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", q.cs, path, fmtWall(first), ratio(first, baseFirst), fmtWall(took), ratio(took, baseTook), onDisk, reads, hedges)
+		}
+	}
+	return b.String()
 }
 
 // seedTables is the report's introduction: the paths, and the seed's
@@ -436,6 +487,7 @@ func runSQLQuery(ctx context.Context, q sqlQuery, ids []int64, open func() (*sql
 			res.rows += n
 			if len(res.lats) == 1 {
 				res.firstTook, res.first = time.Since(start), d.stats()
+				res.firstRow = res.firstTook
 			}
 		}
 	} else {
@@ -443,7 +495,7 @@ func runSQLQuery(ctx context.Context, q sqlQuery, ids []int64, open func() (*sql
 		if err != nil {
 			return res, d.QueryError(err)
 		}
-		if res.rows, err = drain(rows); err != nil {
+		if res.rows, err = drainFirst(rows, func() { res.firstRow = time.Since(start) }); err != nil {
 			return res, d.QueryError(err)
 		}
 	}

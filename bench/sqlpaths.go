@@ -51,16 +51,18 @@ type sqlDataset struct {
 	far      store.Store // the same with the emulated round trip
 	storeURL string      // far, as a child process opens it
 	rtt      time.Duration
-	imp      *sqlchunks.ImportResult
-	genTook  time.Duration
-	reused   bool
+	// bandwidth is the emulated store's cap, bytes a second (0: none).
+	bandwidth int64
+	imp       *sqlchunks.ImportResult
+	genTook   time.Duration
+	reused    bool
 }
 
 // prepareSQLDataset generates file name in the work dir with gen (unless
 // it is there from a kept earlier run) and imports it, with an appendix
 // file, as database db of a new folder store.
 func prepareSQLDataset(ctx context.Context, r *Runner, name, db string, rtt time.Duration, gen func(path string) error) (*sqlDataset, error) {
-	ds := &sqlDataset{file: filepath.Join(r.WorkDir, name), db: db, rtt: rtt}
+	ds := &sqlDataset{file: filepath.Join(r.WorkDir, name), db: db, rtt: rtt, bandwidth: r.Config.Bandwidth}
 	if fi, err := os.Stat(ds.file); err == nil && fi.Size() > 0 {
 		ds.reused = true
 		r.Logf("reusing %s", ds.file)
@@ -227,7 +229,11 @@ func prewarm(ctx context.Context, c *client.Client, root addr.Addr) error {
 
 // drain reads every row and column of rows, as a client of a server
 // would receive them, and returns the row count.
-func drain(rows *sql.Rows) (int, error) {
+func drain(rows *sql.Rows) (int, error) { return drainFirst(rows, nil) }
+
+// drainFirst is drain, calling first (if not nil) once the first row is
+// read.
+func drainFirst(rows *sql.Rows, first func()) (int, error) {
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
@@ -242,6 +248,9 @@ func drain(rows *sql.Rows) (int, error) {
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
 			return n, err
+		}
+		if n == 0 && first != nil {
+			first()
 		}
 		n++
 	}

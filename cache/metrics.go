@@ -118,6 +118,10 @@ func (m *metrics) addStoreBytes(n int64) {
 	m.readBytes.Add(n)
 }
 
+// Hedges returns the counts of the service's hedged store reads: reads
+// that could be hedged, second requests sent, and those that won.
+func (c *Cache) Hedges() store.HedgeStats { return c.hedge.Stats() }
+
 // StoreBytesPerServedByte returns the bytes read from the store per chunk
 // byte served since the service started (0 before anything is served).
 func (c *Cache) StoreBytesPerServedByte() float64 {
