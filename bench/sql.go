@@ -38,15 +38,15 @@ var sqlPaths = []sqlPath{
 
 // sqlResult is one query run on one path.
 type sqlResult struct {
-	took    time.Duration // open and query, as the process would see it
-	query   time.Duration // the query part alone (point lookups: all of them)
-	rows    int
-	lats    []time.Duration // each point lookup
+	took  time.Duration // open and query, as the process would see it
+	query time.Duration // the query part alone (point lookups: all of them)
+	rows  int
+	lats  []time.Duration // each point lookup
 	// firstRow is the wall time from the open to the first row (point
 	// lookups: the first lookup's).
 	firstRow time.Duration
-	stats   client.Stats
-	pages   int64
+	stats    client.Stats
+	pages    int64
 	// cold: when the service had the appendix on disk, after the query
 	// started; and its hedged store reads and hedges until then.
 	fetched        time.Duration
