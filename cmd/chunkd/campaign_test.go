@@ -85,6 +85,54 @@ func TestKillDuringDownloads(t *testing.T) {
 	svc.stop()
 }
 
+// TestKillMidStream kills the service with SIGKILL while it streams a
+// whole table file to a client (a Dolt remote's download) from a download
+// of its own still in flight from a slow store: the client sees a broken
+// transfer, never a wrong byte, and a service restarted on the directory
+// serves every chunk.
+func TestKillMidStream(t *testing.T) {
+	dir, db := makeStore(t, testdb.Options{Files: 1, Chunks: 800, ChunkSize: 8 << 10})
+	file := db.Files[0]
+	want, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(file.Key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3.5 MB at 1 MB/s a stream: each range the service reads takes
+	// about a second a MB.
+	storeURL := "file://" + dir + "?latency=5ms&bandwidth=1MB"
+	rng := rand.New(rand.NewSource(2))
+	var cacheDir string
+	for i := range 4 {
+		cacheDir = t.TempDir()
+		svc := startService(t, storeURL, cacheDir, "--mem", "1KiB")
+		resp, err := http.Get(svc.http + "/dolt/v1/db/" + file.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(want)) {
+			t.Fatalf("download %d: %s, %d bytes", i, resp.Status, resp.ContentLength)
+		}
+		killed := make(chan struct{})
+		time.AfterFunc(time.Duration(150+rng.Intn(700))*time.Millisecond, func() { svc.kill(); close(killed) })
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Fatalf("download %d: the whole file came before the kill (%d bytes): make the store slower", i, len(got))
+		}
+		if len(got) > len(want) || string(got) != string(want[:len(got)]) {
+			t.Fatalf("download %d: %d bytes before the break, not the file's first %d", i, len(got), len(got))
+		}
+		t.Logf("download %d: broken after %d of %d bytes: %v", i, len(got), len(want), err)
+		<-killed
+	}
+	svc := startService(t, storeURL, cacheDir, "--mem", "1KiB")
+	if tmps, _ := os.ReadDir(filepath.Join(cacheDir, api.CacheTmpDir)); len(tmps) != 0 {
+		t.Fatalf("tmp/ holds %d files after the restart", len(tmps))
+	}
+	svc.checkAll(db)
+	svc.stop()
+}
+
 // soakDuration is how long TestSoak runs: CHUNKD_SOAK (a Go duration),
 // else 60 s; `CHUNKD_SOAK=10m go test -run TestSoak ./cmd/chunkd` runs the
 // long form.
