@@ -9,11 +9,13 @@
 // costs no IO, and a chunk served from disk costs exactly one read.
 //
 // No byte leaves the service, and none enters its memory tier, unless it
-// was proven to hash to its address: bytes from the store and from a
-// download in progress are hashed (SHA-512); bytes from a cached file,
-// every chunk of which was hashed before the file was renamed into the
-// cache, are checked against the file's sums (CRC-32C of the record or
-// archive span, and an index region that hashes to the verified one).
+// was proven to hash to its address: bytes from the store are hashed
+// (SHA-512); a download in progress proves each of its blocks once, as it
+// arrives or when first read, and its reads are then checked as a cached
+// file's are; bytes from a cached file, every chunk of which was hashed
+// before the file was renamed into the cache, are checked against the
+// file's sums (CRC-32C of the record or archive span, and an index region
+// that hashes to the verified one). Store reads are hedged (store.Hedge).
 //
 // The package knows no transport: packages httpapi and grpcapi serve it
 // over HTTP and gRPC, sqlserve adds SQLite's open sets and page images,
@@ -23,15 +25,25 @@
 // memory.go (the memory tier), database.go and state.go (databases, their
 // manifests and saved state), files.go (a database's table files as
 // files: snapshots and whole-file reads, for the Dolt remote), table.go
-// (reads of one table file), download.go (whole-file downloads and their
-// admission), disk.go (the cache directory and its budget), view.go (what
-// the service shows of itself), health.go (whether the store answers),
+// (reads of one table file, and what a miss does), download.go
+// (whole-file downloads: admission, their life from reservation to
+// commit), blocks.go (a download's blocks and their states), fetch.go
+// (how a download fetches its blocks: streams, readers' own reads, who
+// waits for whom), proof.go (proving each block once, and reading proven
+// ones), disk.go (the cache directory and its budget), view.go (what the
+// service shows of itself), health.go (whether the store answers),
 // errors.go (error kinds), metrics.go, config.go, priority_*.go (the
-// low-priority thread that verifies downloads), keys.go (tables by store
+// low-priority thread that proves downloads), keys.go (tables by store
 // key: one per file, whoever opens it, and what a cluster asks by key).
 //
+// The miss path is table.read and table.readMany (a chunk), and
+// FileReader.Copy (a file): each asks the download in flight, if any
+// (download.ensure), then the store, and tells admission (table.missed),
+// which starts downloads; what a download fetches, from where and in which
+// order, is fetch.go's alone.
+//
 // Lock order, outermost first: database.refreshMu (held for a whole
-// manifest read), Cache.mu, database.mu, table.mu, disk.mu,
+// manifest read), Cache.mu, database.mu, table.mu, download.mu, disk.mu,
 // cachedFile.mu. Taken alone (nothing else is taken while they are
 // held): database.stateMu, database.nowMu, storeHealth.mu, keyTables.mu. Counters are
 // atomics.

@@ -36,9 +36,10 @@
 // "bytes=FIRST-LAST" (also "FIRST-" and "-SUFFIX"); an unsatisfiable range
 // is a 416, and a Range header naming several ranges is ignored (200). The
 // bytes come from the service's verified copy on disk when it has one; else
-// from the part of a download in flight that has arrived, or read through
-// from the store while the file downloads in the background. With tokens,
-// download URLs are signed (Config.SignKey) and others refused.
+// from the service's download of the file, as its bytes arrive (the copy
+// starts ranged reads of the 16 MiB ahead of it), or read through from the
+// store. With tokens, download URLs are signed (Config.SignKey) and others
+// refused.
 //
 // # What is verified where
 //
@@ -47,10 +48,13 @@
 // region) and every unit is proven before any byte of the block is sent.
 // From the service's verified copy on disk, records and spans are checked
 // by CRC-32C against the copy's sums and the index region by SHA-256.
-// From a download in flight or the store, every chunk is decoded and
-// hashed to its address, every archive dictionary is proven by decoding a
-// chunk compressed with it, and the index region is hashed against the
-// index the service opened. A unit that fails from the store fails the
+// From the store, every chunk is decoded and hashed to its address, every
+// archive dictionary is proven by decoding a chunk compressed with it, and
+// the index region is hashed against the index the service opened; the
+// service's download of a file proves its bytes so, once each, as they
+// arrive, and they are then checked as the copy on disk's are (records by
+// their CRC-32C, spans against the CRCs their proofs recorded, the index
+// region by SHA-256). A unit that fails from the store fails the
 // response: an error status before the first byte, a cut transfer after
 // (the client never sees a wrong chunk or a short file). Dolt itself
 // checks the CRC of snappy records, not the hashes of fetched chunks.
