@@ -17,7 +17,9 @@ import (
 //	   └──── released ────┘  in memory: straight to proven)  ◀─fail──┘ (the download fails)
 //
 // Only the fetcher that claimed a block writes it, so a proven block's
-// bytes in the file are never written again.
+// bytes in the file are never written again. The prover (a low-priority
+// thread) claims an arrived block as prover-proving, which a reader takes
+// over rather than wait for a thread that may not run for a while.
 type blockState uint8
 
 const (
@@ -25,7 +27,8 @@ const (
 	blockStreamed                   // claimed by a stream (a ranged GET), on its way
 	blockRead                       // claimed by a demand read (one ranged read)
 	blockArrived                    // written, not proven yet
-	blockProving                    // being proven
+	blockProverProving              // being proven by the prover; a reader may take it over
+	blockProving                    // being proven by a reader
 	blockProven                     // proven: may be served
 )
 

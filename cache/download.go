@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -298,7 +299,7 @@ func (dl *download) sums() *tablefile.Sums {
 	h, _ := idx.IndexHash()
 	s := &tablefile.Sums{Size: dl.t.size, DataEnd: idx.DataEnd(), Index: h}
 	dl.mu.Lock()
-	s.Spans = dl.spanCRC
+	s.Spans = slices.Clone(dl.spanCRC)
 	dl.mu.Unlock()
 	return s
 }
@@ -379,7 +380,7 @@ func (dl *download) written(lo, hi int64) bool {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
 	for b := i; b < j; b++ {
-		if s := dl.state[b]; s != blockArrived && s != blockProving && s != blockProven {
+		if dl.state[b] < blockArrived {
 			return false
 		}
 	}

@@ -72,13 +72,26 @@ func TestCopyDuringDownload(t *testing.T) {
 	if f.counter("finished") != 1 {
 		t.Fatalf("download: failed %v", f.counter("failed"))
 	}
-	if got := testutil.ToFloat64(f.cache.metrics.proofs); got != float64(len(file.Addrs)) {
-		t.Fatalf("%v chunk proofs for a file of %d chunks", got, len(file.Addrs))
+	if got, most := testutil.ToFloat64(f.cache.metrics.proofs), len(file.Addrs)+f.provedTwiceAtMost(); got > float64(most) {
+		t.Fatalf("%v chunk proofs for a file of %d chunks (at most %d: a reader and the prover may prove one block both)", got, len(file.Addrs), most)
 	}
 	got, st, err = f.copyAll(ctx, file.Name)
 	if err != nil || !bytes.Equal(got, want) || st.Disk != file.Size {
 		t.Fatalf("copy once downloaded: %d bytes, %+v, %v", len(got), st, err)
 	}
+}
+
+// provedTwiceAtMost is how many chunks the cache's proofs may count twice
+// for db1's first file: those of one block, which a reader may take over
+// from the prover while it proves it.
+func (f *fixture) provedTwiceAtMost() int {
+	tab := f.cache.dbs["db1"].tables[0]
+	m := newBlockMap(tab.idx.Units(0, uint64(tab.size)))
+	most := 0
+	for b := range m.count() {
+		most = max(most, len(m.blockUnits(b, b+1)))
+	}
+	return most
 }
 
 // A read of a chunk near the end of a file whose download streams from

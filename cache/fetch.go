@@ -475,7 +475,7 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 			switch dl.state[b] {
 			case blockMissing:
 				fetch = addRun(fetch, b)
-			case blockArrived:
+			case blockArrived, blockProverProving:
 				prove = addRun(prove, b)
 			case blockStreamed:
 				s := dl.owner[b]
@@ -678,9 +678,11 @@ func (dl *download) proveWritten(i, j int) error {
 }
 
 // proveArrived is the prover: it proves the blocks background streams
-// wrote, in file order, until every block is proven or the download
-// ends. It runs on a low-priority thread (inBackground): readers prove
-// the blocks they wait for themselves.
+// wrote, the last first (readers go from the start, so they seldom meet),
+// one at a time, until every block is proven or the download ends. It
+// runs on a low-priority thread (inBackground), which may not run for a
+// while on a busy host: a reader that needs a block it is proving takes
+// the block over (and proves it too) rather than wait for it.
 func (dl *download) proveArrived() {
 	for {
 		dl.mu.Lock()
@@ -688,14 +690,11 @@ func (dl *download) proveArrived() {
 			dl.mu.Unlock()
 			return
 		}
-		i := -1
-		for b := range dl.state {
-			if dl.state[b] == blockArrived {
-				i = b
-				break
-			}
+		b := len(dl.state) - 1
+		for b >= 0 && dl.state[b] != blockArrived {
+			b--
 		}
-		if i < 0 {
+		if b < 0 {
 			ch := dl.changed
 			dl.mu.Unlock()
 			select {
@@ -705,18 +704,31 @@ func (dl *download) proveArrived() {
 			}
 			continue
 		}
-		lo, _ := dl.m.span(i)
-		j := i
-		for j < len(dl.state) && dl.state[j] == blockArrived {
-			if _, hi := dl.m.span(j); j > i && hi-lo > 1<<20 {
-				break
-			}
-			dl.state[j] = blockProving
-			j++
-		}
+		dl.state[b] = blockProverProving
 		dl.mu.Unlock()
-		if err := dl.proveWritten(i, j); err != nil {
+		lo, hi := dl.m.span(b)
+		buf := make([]byte, hi-lo)
+		if _, err := dl.f.ReadAt(buf, lo); err != nil {
+			dl.fail(fmt.Errorf("read back %s: %w", dl.f.Name(), err))
 			return
 		}
+		crcs, err := dl.prove(buf, lo, b, b+1)
+		if err != nil {
+			dl.fail(err)
+			dl.t.corruptInStore(err)
+			return
+		}
+		dl.mu.Lock()
+		if dl.state[b] == blockProverProving { // not taken over
+			dl.state[b] = blockProven
+			dl.proven++
+			dl.bytes += hi - lo
+			for _, c := range crcs {
+				dl.spanCRC[c.span-1] = c.crc
+			}
+			dl.failures = 0
+			dl.wake()
+		}
+		dl.mu.Unlock()
 	}
 }

@@ -191,12 +191,15 @@ var ErrNoFile = errors.New("no such table file")
 func (r *FileReader) Size() int64 { return r.t.size }
 
 // Blocks Copy reads at once: from the copy on disk, from a download in
-// flight (the blocks are proven by the download, and checked as read),
-// and from the store, where each read costs a round trip.
+// flight (the blocks are proven by the download, and checked as read:
+// 64 KiB first, so that the client's first byte does not wait for a
+// large block, doubling to 1 MiB), and from the store, where each read
+// costs a round trip.
 const (
-	diskBlock     = 4 << 20
-	downloadBlock = 1 << 20
-	storeBlock    = 4 << 20
+	diskBlock          = 4 << 20
+	firstDownloadBlock = 64 << 10
+	downloadBlock      = 1 << 20
+	storeBlock         = 4 << 20
 )
 
 // Copy writes bytes [off, off+n) of the file to w, block by block, each
@@ -226,6 +229,7 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 	}
 	end := off + n
 	missed := false
+	dlBlock := int64(firstDownloadBlock)
 	for off < end {
 		if err := ctx.Err(); err != nil {
 			return st, Errorf(KindCanceled, err, "copy %s", t.key)
@@ -259,7 +263,8 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 		}
 		block := int64(storeBlock)
 		if dl := t.acquireDownload(true); dl != nil {
-			blockEnd := min(end, off+downloadBlock)
+			blockEnd := min(end, off+dlBlock)
+			dlBlock = min(2*dlBlock, downloadBlock)
 			buf, err := r.readDownload(ctx, dl, off, blockEnd, end)
 			t.releaseDownload(dl)
 			if err == nil {
