@@ -23,13 +23,13 @@ import (
 type blockState uint8
 
 const (
-	blockMissing  blockState = iota // not asked for yet
-	blockStreamed                   // claimed by a stream (a ranged GET), on its way
-	blockRead                       // claimed by a demand read (one ranged read)
-	blockArrived                    // written, not proven yet
-	blockProverProving              // being proven by the prover; a reader may take it over
-	blockProving                    // being proven by a reader
-	blockProven                     // proven: may be served
+	blockMissing       blockState = iota // not asked for yet
+	blockStreamed                        // claimed by a stream (a ranged GET), on its way
+	blockRead                            // claimed by a demand read (one ranged read)
+	blockArrived                         // written, not proven yet
+	blockProverProving                   // being proven by the prover; a reader may take it over
+	blockProving                         // being proven by a reader
+	blockProven                          // proven: may be served
 )
 
 // blockBytes is about how large a block is: a demand read of one chunk

@@ -42,12 +42,14 @@ type spanSum struct {
 func (dl *download) prove(buf []byte, lo int64, i, j int) ([]spanSum, error) {
 	t := dl.t
 	var sums []spanSum
+	var scratch []byte // each chunk is decoded here, hashed and dropped
 	for _, u := range dl.m.blockUnits(i, j) {
 		b := buf[int64(u.Offset)-lo : int64(u.End())-lo]
 		switch u.Kind {
 		case tablefile.UnitChunk:
 			t.env.metrics.proofs.Inc()
-			data, err := dl.view.Decode(u.Entry, b)
+			data, err := dl.view.DecodeTo(scratch, u.Entry, b)
+			scratch = data[:cap(data)]
 			if err == nil {
 				if got := addr.Of(data); got != u.Entry.Addr {
 					err = &tablefile.CorruptError{Offset: int64(u.Offset), Addr: u.Entry.Addr.String(), Reason: "contents hash to " + got.String()}

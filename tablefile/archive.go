@@ -335,9 +335,9 @@ func (a *archive) slot(id uint32) *dictSlot {
 	return nil
 }
 
-func (a *archive) decode(t *Table, e Entry, stored []byte) ([]byte, error) {
+func (a *archive) decode(t *Table, e Entry, stored, buf []byte) ([]byte, error) {
 	if e.Dict == 0 {
-		return decodeRecord(e, stored)
+		return decodeRecord(e, stored, buf)
 	}
 	d, err := a.dictionary(t, e.Dict)
 	if err != nil {
@@ -354,7 +354,7 @@ func (a *archive) decode(t *Table, e Entry, stored []byte) ([]byte, error) {
 	if h.DictionaryID != d.frameDict {
 		return nil, corruptf(int64(e.Offset), e.Addr.String(), "zstd frame names dictionary id %d, but dictionary span %d holds id %d", h.DictionaryID, e.Dict, d.frameDict)
 	}
-	out, err := decodeZstd(d.dec, stored, h)
+	out, err := decodeZstd(d.dec, stored, h, buf)
 	if err != nil {
 		return nil, corruptf(int64(e.Offset), e.Addr.String(), "zstd with dictionary span %d: %v", e.Dict, err)
 	}
@@ -419,7 +419,7 @@ func loadDictionary(t *Table, id uint32) (*dictDecoder, error) {
 	}
 	var dict []byte
 	if err == nil {
-		dict, err = decodeZstd(plain, stored, h)
+		dict, err = decodeZstd(plain, stored, h, nil)
 	}
 	if err != nil {
 		return nil, corruptf(int64(off), "", "dictionary at offset %d: %v", off, err)
@@ -470,7 +470,7 @@ func zstdHeader(src []byte) (zstd.Header, error) {
 // against what the blocks can hold; a frame that declares none grows its
 // output as blocks actually decode. Either way a frame cannot make us
 // allocate much more than it can really produce.
-func decodeZstd(dec *zstd.Decoder, src []byte, h zstd.Header) ([]byte, error) {
+func decodeZstd(dec *zstd.Decoder, src []byte, h zstd.Header, buf []byte) ([]byte, error) {
 	end, most, err := zstdFrameExtent(src, h)
 	if err != nil {
 		return nil, err
@@ -483,7 +483,11 @@ func decodeZstd(dec *zstd.Decoder, src []byte, h zstd.Header) ([]byte, error) {
 		if h.FrameContentSize > most || h.FrameContentSize > maxChunkLen {
 			return nil, fmt.Errorf("frame claims %d bytes, but its blocks hold at most %d", h.FrameContentSize, min(most, maxChunkLen))
 		}
-		dst = make([]byte, 0, h.FrameContentSize)
+		if uint64(cap(buf)) >= h.FrameContentSize {
+			dst = buf[:0]
+		} else {
+			dst = make([]byte, 0, h.FrameContentSize)
+		}
 	}
 	return dec.DecodeAll(src, dst)
 }

@@ -1009,3 +1009,33 @@ func BenchmarkArchiveGet(b *testing.B) {
 		})
 	})
 }
+
+// TestDecodeTo: DecodeTo gives Decode's chunk, zstd (with dictionaries)
+// and snappy, and decodes into the buffer it is given when it is large
+// enough.
+func TestDecodeTo(t *testing.T) {
+	for _, fx := range arcFixtures {
+		t.Run(fx.path, func(t *testing.T) {
+			b := arcRead(t, fx.path)
+			tab, err := arcOpenBytes(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 1<<20)
+			for _, e := range tab.Entries() {
+				stored := b[e.Offset:e.End()]
+				want, err := tab.Decode(e, stored)
+				if err != nil {
+					t.Fatalf("Decode(%s): %v", e.Addr, err)
+				}
+				got, err := tab.DecodeTo(buf, e, stored)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("DecodeTo(%s): %d bytes, %v; want Decode's %d", e.Addr, len(got), err, len(want))
+				}
+				if len(got) > 0 && &got[0] != &buf[0] {
+					t.Fatalf("DecodeTo(%s) did not decode into the buffer it was given", e.Addr)
+				}
+			}
+		})
+	}
+}

@@ -174,7 +174,7 @@ func checkRecordCRC(e Entry, rec []byte) error {
 // snappyMaxExpansion bounds decoded/encoded for a snappy block.
 const snappyMaxExpansion = 22
 
-func decodeRecord(e Entry, rec []byte) ([]byte, error) {
+func decodeRecord(e Entry, rec, buf []byte) ([]byte, error) {
 	if err := checkRecordCRC(e, rec); err != nil {
 		return nil, err
 	}
@@ -189,7 +189,10 @@ func decodeRecord(e Entry, rec []byte) ([]byte, error) {
 	if n > snappyMaxExpansion*len(body) {
 		return nil, corruptf(int64(e.Offset), e.Addr.String(), "snappy header claims %d bytes, more than a %d-byte block can hold", n, len(body))
 	}
-	out, err := snappy.Decode(make([]byte, n), body)
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	out, err := snappy.Decode(buf[:n], body)
 	if err != nil {
 		return nil, corruptf(int64(e.Offset), e.Addr.String(), "snappy: %v", err)
 	}

@@ -235,7 +235,7 @@ func TestWriterLayout(t *testing.T) {
 	for k := 0; k < n; k++ {
 		l := be32(lengths[4*k:])
 		e := Entry{Addr: addrs[k], Offset: off, Length: l}
-		got, err := decodeRecord(e, b[off:off+uint64(l)])
+		got, err := decodeRecord(e, b[off:off+uint64(l)], nil)
 		if err != nil || !bytes.Equal(got, chunks[k]) {
 			t.Fatalf("record %d: %v", k, err)
 		}
@@ -421,7 +421,7 @@ func TestSnappyClaimBounded(t *testing.T) {
 	rec := binary.BigEndian.AppendUint32(append([]byte{}, body...), crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if _, err := decodeRecord(Entry{Length: uint32(len(rec))}, rec); !errors.Is(err, ErrCorrupt) {
+	if _, err := decodeRecord(Entry{Length: uint32(len(rec))}, rec, nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("decode: %v", err)
 	}
 	runtime.ReadMemStats(&after)
@@ -432,7 +432,7 @@ func TestSnappyClaimBounded(t *testing.T) {
 	data := bytes.Repeat([]byte{'a'}, 64<<10)
 	enc := snappy.Encode(nil, data)
 	rec = binary.BigEndian.AppendUint32(enc, crc32.Checksum(enc, crc32.MakeTable(crc32.Castagnoli)))
-	if got, err := decodeRecord(Entry{Length: uint32(len(rec))}, rec); err != nil || !bytes.Equal(got, data) {
+	if got, err := decodeRecord(Entry{Length: uint32(len(rec))}, rec, nil); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("64 KiB of one byte (%d encoded): %v", len(enc), err)
 	}
 }

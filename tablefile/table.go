@@ -267,6 +267,13 @@ func (t *Table) Read(e Entry) ([]byte, error) {
 // checked only as far as zstd checks them. It does not hash the result:
 // use Verify or addr.Of for that.
 func (t *Table) Decode(e Entry, stored []byte) ([]byte, error) {
+	return t.DecodeTo(nil, e, stored)
+}
+
+// DecodeTo is Decode into buf when buf is large enough: the chunk returned
+// then shares buf's memory. For callers that check a chunk and drop it (a
+// download hashing each chunk it proves), it saves an allocation a chunk.
+func (t *Table) DecodeTo(buf []byte, e Entry, stored []byte) ([]byte, error) {
 	if len(stored) != int(e.Length) {
 		return nil, fmt.Errorf("decode chunk %s: got %d stored bytes, index says %d", e.Addr, len(stored), e.Length)
 	}
@@ -274,12 +281,12 @@ func (t *Table) Decode(e Entry, stored []byte) ([]byte, error) {
 		return nil, err
 	}
 	if e.Dict == 0 {
-		return decodeRecord(e, stored)
+		return decodeRecord(e, stored, buf)
 	}
 	if t.arch == nil {
 		return nil, corruptf(int64(e.Offset), e.Addr.String(), "dictionary %d named in a %s file", e.Dict, t.format)
 	}
-	return t.arch.decode(t, e, stored)
+	return t.arch.decode(t, e, stored, buf)
 }
 
 // Range is one read that covers several nearby records.
