@@ -54,6 +54,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chunkd/chunkd/addr"
@@ -80,6 +81,10 @@ type env struct {
 	hedge *store.Hedged
 	// streamRate is how fast a download's stream delivers, lately.
 	streamRate rate
+	// lastRead is when a reader last asked for a chunk or a file's bytes
+	// (unix nanoseconds): downloads prove at the service's own priority
+	// only when readers have been quiet for a while.
+	lastRead atomic.Int64
 
 	ctx context.Context // canceled by Close: stops downloads and loads
 	wg  sync.WaitGroup  // downloads and background loads in flight
@@ -188,6 +193,7 @@ type Result struct {
 
 // GetChunk returns chunk a of database db.
 func (c *Cache) GetChunk(ctx context.Context, db string, a addr.Addr) (Result, error) {
+	c.lastRead.Store(time.Now().UnixNano())
 	d, err := c.database(ctx, db)
 	if err != nil {
 		return Result{}, err
@@ -219,6 +225,7 @@ func (c *Cache) GetChunk(ctx context.Context, db string, a addr.Addr) (Result, e
 // flush, if not nil, is called once after the memory hits have been passed
 // to fn, so a streaming caller can push them to its client early.
 func (c *Cache) GetChunks(ctx context.Context, db string, addrs []addr.Addr, fn func(i int, r Result) error, flush func()) error {
+	c.lastRead.Store(time.Now().UnixNano())
 	d, err := c.database(ctx, db)
 	if err != nil {
 		return err

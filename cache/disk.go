@@ -546,19 +546,22 @@ func (cf *cachedFile) loadSums(d *disk) (*tablefile.Sums, error) {
 	return cf.sums, nil
 }
 
-// hooks are the file-system calls a test can fail (failpoints), and the
-// writes of downloads.
+// hooks are the file-system calls a test can fail (failpoints), the
+// writes of downloads, and the low-priority thread downloads are proven
+// on (a test can starve it, as a busy host does).
 type hooks struct {
-	writeAt func(f *os.File, b []byte, off int64) (int, error)
-	sync    func(f *os.File) error
-	rename  func(from, to string) error
+	writeAt    func(f *os.File, b []byte, off int64) (int, error)
+	sync       func(f *os.File) error
+	rename     func(from, to string) error
+	background func(fn func())
 }
 
 func defaultHooks() *hooks {
 	return &hooks{
-		writeAt: func(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) },
-		sync:    func(f *os.File) error { return f.Sync() },
-		rename:  os.Rename,
+		writeAt:    func(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) },
+		sync:       func(f *os.File) error { return f.Sync() },
+		rename:     os.Rename,
+		background: inBackground,
 	}
 }
 

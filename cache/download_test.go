@@ -185,6 +185,24 @@ func TestStallingStore(t *testing.T) {
 	}
 }
 
+// A download whose readers went away is proven and committed at the
+// service's own priority once they have been quiet for a while, even when
+// the low-priority prover never gets a core (a busy host).
+func TestQuietDownloadsCommit(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 200}, Config{MemBytes: 1})
+	starved := make(chan struct{})
+	f.cache.disk.hooks.background = func(func()) { <-starved }
+	defer close(starved)
+	f.get(f.db.Files[0].Addrs[0]) // starts the download, then nothing reads
+	f.waitDownloads(1)
+	if f.counter("finished") != 1 {
+		t.Fatalf("download: failed %v", f.counter("failed"))
+	}
+	if r := f.get(f.db.Files[0].Addrs[1]); r.Tier != api.TierDisk {
+		t.Fatalf("after the download: %v", r.Tier)
+	}
+}
+
 // Closing the service in the middle of a download stops it, and leaves
 // nothing partial: the next service on the directory downloads the file
 // again and serves it from disk.

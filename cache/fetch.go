@@ -66,9 +66,10 @@ type stream struct {
 // block is proven, the download fails, or the service closes.
 func (dl *download) fill() error {
 	e := dl.t.env
-	// The prover is not waited for: on its low-priority thread it may
+	// The provers are not waited for: on its low-priority thread one may
 	// take long to see that it has nothing left to do.
-	go inBackground(dl.proveArrived)
+	go e.disk.hooks.background(dl.proveArrived)
+	go dl.proveWhenQuiet()
 	for {
 		dl.mu.Lock()
 		if dl.err != nil || dl.proven == len(dl.state) {
@@ -684,51 +685,91 @@ func (dl *download) proveWritten(i, j int) error {
 // while on a busy host: a reader that needs a block it is proving takes
 // the block over (and proves it too) rather than wait for it.
 func (dl *download) proveArrived() {
+	for dl.proveOne() {
+	}
+}
+
+// proveWhenQuiet proves arrived blocks, as proveArrived does, but at the
+// service's own priority and only while no reader has asked the service
+// for anything for quietFor: so that a file whose readers went away is
+// committed without waiting for idle cores, which a busy host may not have.
+func (dl *download) proveWhenQuiet() {
+	e := dl.t.env
 	for {
-		dl.mu.Lock()
-		if dl.err != nil || dl.proven == len(dl.state) {
-			dl.mu.Unlock()
-			return
-		}
-		b := len(dl.state) - 1
-		for b >= 0 && dl.state[b] != blockArrived {
-			b--
-		}
-		if b < 0 {
-			ch := dl.changed
-			dl.mu.Unlock()
+		if since := time.Since(time.Unix(0, e.lastRead.Load())); since < quietFor {
 			select {
-			case <-ch:
+			case <-time.After(quietFor - since):
 			case <-dl.ctx.Done():
 				return
 			}
 			continue
 		}
-		dl.state[b] = blockProverProving
-		dl.mu.Unlock()
-		lo, hi := dl.m.span(b)
-		buf := make([]byte, hi-lo)
-		if _, err := dl.f.ReadAt(buf, lo); err != nil {
-			dl.fail(fmt.Errorf("read back %s: %w", dl.f.Name(), err))
+		if !dl.proveOne() {
 			return
 		}
-		crcs, err := dl.prove(buf, lo, b, b+1)
-		if err != nil {
-			dl.fail(err)
-			dl.t.corruptInStore(err)
-			return
+	}
+}
+
+// quietFor is how long the service must have served no read before a
+// download's blocks are proven at its own priority.
+const quietFor = 200 * time.Millisecond
+
+// proveOne claims the last arrived block as prover-proving, proves it,
+// and marks it proven unless a reader took it over meanwhile; it waits for
+// a block to arrive if none has. It returns false once there is nothing
+// left to do (every block is proven, or the download ended).
+func (dl *download) proveOne() bool {
+	dl.mu.Lock()
+	for {
+		if dl.err != nil || dl.proven == len(dl.state) {
+			dl.mu.Unlock()
+			return false
+		}
+		b := len(dl.state) - 1
+		for b >= 0 && dl.state[b] != blockArrived {
+			b--
+		}
+		if b >= 0 {
+			dl.state[b] = blockProverProving
+			dl.mu.Unlock()
+			return dl.proveClaimed(b)
+		}
+		ch := dl.changed
+		dl.mu.Unlock()
+		select {
+		case <-ch:
+		case <-dl.ctx.Done():
+			return false
 		}
 		dl.mu.Lock()
-		if dl.state[b] == blockProverProving { // not taken over
-			dl.state[b] = blockProven
-			dl.proven++
-			dl.bytes += hi - lo
-			for _, c := range crcs {
-				dl.spanCRC[c.span-1] = c.crc
-			}
-			dl.failures = 0
-			dl.wake()
-		}
-		dl.mu.Unlock()
 	}
+}
+
+// proveClaimed proves block b, claimed as prover-proving.
+func (dl *download) proveClaimed(b int) bool {
+	lo, hi := dl.m.span(b)
+	buf := make([]byte, hi-lo)
+	if _, err := dl.f.ReadAt(buf, lo); err != nil {
+		dl.fail(fmt.Errorf("read back %s: %w", dl.f.Name(), err))
+		return false
+	}
+	crcs, err := dl.prove(buf, lo, b, b+1)
+	if err != nil {
+		dl.fail(err)
+		dl.t.corruptInStore(err)
+		return false
+	}
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	if dl.state[b] == blockProverProving { // not taken over
+		dl.state[b] = blockProven
+		dl.proven++
+		dl.bytes += hi - lo
+		for _, c := range crcs {
+			dl.spanCRC[c.span-1] = c.crc
+		}
+		dl.failures = 0
+		dl.wake()
+	}
+	return true
 }

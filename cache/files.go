@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/manifest"
@@ -234,6 +235,7 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 		if err := ctx.Err(); err != nil {
 			return st, Errorf(KindCanceled, err, "copy %s", t.key)
 		}
+		t.env.lastRead.Store(time.Now().UnixNano())
 		if lc := t.acquireLocal(); lc != nil {
 			blockEnd := min(end, off+diskBlock)
 			lo, hi, units := t.extent(off, blockEnd)
