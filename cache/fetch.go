@@ -545,7 +545,10 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 // trip: b starts within what the stream receives in one (download.mu).
 func (dl *download) near(s *stream, b int) bool {
 	e := dl.t.env
-	rtt := e.hedge.Deadline(0)
+	rtt := e.hedge.Typical(0)
+	if rtt <= 0 {
+		return b == s.from // nothing known yet: only the stream's first block is near
+	}
 	rate := e.streamRate.get()
 	if rate <= 0 {
 		rate = 64 << 20 // bytes a second, until a stream has been measured

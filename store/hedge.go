@@ -102,6 +102,24 @@ func (h *Hedged) Deadline(n int64) time.Duration {
 	return max(d, h.opts.Min)
 }
 
+// Typical returns how long a read of n bytes usually takes: the median
+// of recent reads of about its size, or, before there are any, of all
+// recent reads; 0 before any read has answered.
+func (h *Hedged) Typical(n int64) time.Duration {
+	if d, ok := h.classes[hedgeClass(n)].median(); ok {
+		return d
+	}
+	var all []time.Duration
+	for i := range h.classes {
+		all = append(all, h.classes[i].window()...)
+	}
+	if len(all) == 0 {
+		return 0
+	}
+	slices.Sort(all)
+	return all[len(all)/2]
+}
+
 // Unwrap returns the store whose reads are hedged.
 func (h *Hedged) Unwrap() Store { return h.s }
 
@@ -143,6 +161,24 @@ func (l *latencies) observe(d time.Duration) {
 	l.n++
 	l.stale = true
 	l.mu.Unlock()
+}
+
+// window returns the latencies kept.
+func (l *latencies) window() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ring[:min(l.n, len(l.ring))])
+}
+
+// median returns the median of the latencies kept; false if there are
+// none.
+func (l *latencies) median() (time.Duration, bool) {
+	w := l.window()
+	if len(w) == 0 {
+		return 0, false
+	}
+	slices.Sort(w)
+	return w[len(w)/2], true
 }
 
 func (l *latencies) deadline(pct float64) (time.Duration, bool) {
