@@ -11,7 +11,8 @@ import (
 
 // Hedged is a store whose reads are hedged: a read that has not answered
 // within a deadline derived from the latencies of recent reads of its size
-// (their 95th percentile, by default) gets a second, identical request,
+// (their 95th percentile, by default, and a quarter more) gets a second,
+// identical request,
 // and the first answer wins; the other is cancelled. One slow request in
 // twenty then costs its reader about the deadline rather than the store's
 // timeout ("The Tail at Scale", Dean and Barroso). Objects are immutable
@@ -92,14 +93,16 @@ func (h *Hedged) Stats() HedgeStats {
 
 // Deadline returns how long a read of n bytes may take before it is
 // hedged: the latency recent reads of about its size stayed within, at the
-// configured percentile. Callers that wait for bytes on their way from the
-// store by another route (a download) can wait as long before reading them.
+// configured percentile, and a quarter more (a margin for the jitter of a
+// busy host, which would otherwise hedge more than the percentile says).
+// Callers that wait for bytes on their way from the store by another route
+// (a download) can wait as long before reading them.
 func (h *Hedged) Deadline(n int64) time.Duration {
 	d, ok := h.classes[hedgeClass(n)].deadline(h.opts.Percentile)
 	if !ok {
 		return h.opts.Initial
 	}
-	return max(d, h.opts.Min)
+	return max(d+d/4, h.opts.Min)
 }
 
 // Typical returns how long a read of n bytes usually takes: the median
