@@ -19,7 +19,11 @@ import (
 // Only the fetcher that claimed a block writes it, so a proven block's
 // bytes in the file are never written again. The prover (a low-priority
 // thread) claims an arrived block as prover-proving, which a reader takes
-// over rather than wait for a thread that may not run for a while.
+// over rather than wait for a thread that may not run for a while. A
+// reader that needs only some units of an arrived block (a page of a
+// random lookup) proves those alone, claiming nothing: each unit is proven
+// once (two readers of one unit at one moment may both prove it), and the
+// block is proven when its last unit is.
 type blockState uint8
 
 const (
@@ -86,6 +90,23 @@ func (m *blockMap) span(i int) (lo, hi int64) { return m.starts[i], m.starts[i+1
 
 // blockUnits returns the units of blocks [i, j).
 func (m *blockMap) blockUnits(i, j int) []tablefile.Unit { return m.units[m.first[i]:m.first[j]] }
+
+// unitRange returns the indexes [k0, k1) in units of blocks [i, j)'s units.
+func (m *blockMap) unitRange(i, j int) (k0, k1 int) { return m.first[i], m.first[j] }
+
+// blockOfUnit returns the block holding unit k.
+func (m *blockMap) blockOfUnit(k int) int {
+	return sort.Search(m.count(), func(b int) bool { return m.first[b+1] > k })
+}
+
+// unitsOverlapping returns the indexes [k0, k1) of the units that overlap
+// bytes [lo, hi).
+func (m *blockMap) unitsOverlapping(lo, hi int64) (k0, k1 int) {
+	us := m.units
+	k0 = sort.Search(len(us), func(k int) bool { return int64(us[k].End()) > lo })
+	k1 = sort.Search(len(us), func(k int) bool { return int64(us[k].Offset) >= hi })
+	return k0, max(k0, k1)
+}
 
 // covering returns the blocks [i, j) that cover bytes [lo, hi).
 func (m *blockMap) covering(lo, hi int64) (i, j int) {

@@ -45,11 +45,14 @@ type download struct {
 	owner    []*stream // the stream a blockStreamed block waits for
 	streams  []*stream // running
 	spanCRC  []uint32  // archives: each span's CRC-32C, once proven
+	unitDone []bool    // each unit (m.units): proven
+	left     []int     // each block: its units not proven yet
 	proven   int       // blocks proven
 	bytes    int64     // bytes proven
 	changed  chan struct{}
 	err      error     // why the download failed, once it has
 	cursor   int       // where background streams go next: past the last block a reader asked for
+	wanted   int       // background streams to run (backgroundWanted)
 	failures int       // stream failures since the last block arrived
 	lastErr  error     // the last stream failure
 	freed    int64     // bytes of cached files evicted to make room for writes (writeDownload)
@@ -202,6 +205,11 @@ func (t *table) prepare(dl *download) error {
 	dl.m, dl.view = m, view
 	dl.state = make([]blockState, m.count())
 	dl.owner = make([]*stream, m.count())
+	dl.unitDone = make([]bool, len(m.units))
+	dl.left = make([]int, m.count())
+	for b := range dl.left {
+		dl.left[b] = len(m.blockUnits(b, b+1))
+	}
 	if t.idx.Format().IsArchive() {
 		dl.spanCRC = make([]uint32, len(m.units)-1) // every unit but the index region is a span
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/store"
+	"github.com/chunkd/chunkd/tablefile"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -231,5 +232,70 @@ func TestCloseMidDownload(t *testing.T) {
 	f.waitDownloads(1)
 	if r := f.get(file.Addrs[2]); r.Tier != api.TierDisk {
 		t.Fatalf("after the restart's download: %v", r.Tier)
+	}
+}
+
+// A point read of a chunk in a block a background stream wrote, not
+// proven yet, proves that chunk alone (a lookup's wait is its own pages',
+// not its block's); the rest of the block is proven later, each chunk
+// once, and the file is committed.
+func TestPointReadProvesItsChunk(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 200}, Config{MemBytes: 1, hedge: fastHedge})
+	starved := make(chan struct{})
+	f.cache.disk.hooks.background = func(func()) { <-starved } // the low-priority prover never runs
+	defer close(starved)
+	busy := make(chan struct{}) // readers stay active: the quiet prover waits
+	go func() {
+		for {
+			f.cache.lastRead.Store(time.Now().UnixNano())
+			select {
+			case <-busy:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	file := f.db.Files[0]
+	half := file.Size / 2
+	f.fs.HoldAt.Store(half)
+	f.get(file.Addrs[0]) // read through; starts the download
+	tab := f.cache.dbs["db1"].tables[0]
+	dl := waitArrived(t, tab, half)
+	var u tablefile.Unit
+	b := -1
+	dl.mu.Lock()
+	for x := range dl.state {
+		us := dl.m.blockUnits(x, x+1)
+		if dl.state[x] == blockArrived && len(us) > 1 && us[0].Kind == tablefile.UnitChunk {
+			b, u = x, us[0]
+			break
+		}
+	}
+	dl.mu.Unlock()
+	if b < 0 {
+		close(busy)
+		t.Fatal("no arrived block of several chunks")
+	}
+	before := testutil.ToFloat64(f.cache.metrics.proofs)
+	if r := f.get(u.Entry.Addr); r.Tier != api.TierPartial {
+		t.Fatalf("a chunk of an arrived block: %v", r.Tier)
+	}
+	if n := testutil.ToFloat64(f.cache.metrics.proofs) - before; n != 1 {
+		t.Fatalf("%v chunk proofs for one chunk of a block of %d", n, len(dl.m.blockUnits(b, b+1)))
+	}
+	if r := f.get(u.Entry.Addr); r.Tier != api.TierPartial || testutil.ToFloat64(f.cache.metrics.proofs)-before != 1 {
+		t.Fatalf("the same chunk again: %v, %v proofs", r.Tier, testutil.ToFloat64(f.cache.metrics.proofs)-before)
+	}
+	close(busy)
+	f.fs.Gate.Open()
+	f.waitDownloads(1)
+	if f.counter("finished") != 1 {
+		t.Fatalf("download: failed %v", f.counter("failed"))
+	}
+	if got, most := testutil.ToFloat64(f.cache.metrics.proofs), len(file.Addrs)+1+f.provedTwiceAtMost(); got > float64(most) {
+		t.Fatalf("%v chunk proofs for a file of %d chunks (at most %d)", got, len(file.Addrs), most)
+	}
+	if r := f.get(u.Entry.Addr); r.Tier != api.TierDisk {
+		t.Fatalf("after the download: %v", r.Tier)
 	}
 }

@@ -34,10 +34,13 @@ import (
 const (
 	// backgroundStreams is how many background streams a file has at once.
 	backgroundStreams = 8
-	// backgroundSegment is how much a background stream fetches: large
-	// enough that its round trip is a small part of its time at S3's
-	// ~100 MB/s a connection.
-	backgroundSegment = 8 << 20
+	// A background stream fetches an eighth of the file, between
+	// minSegment and maxSegment: large enough that its round trip is a
+	// small part of its time at S3's ~100 MB/s a connection (and at the
+	// speed of a store on the same host), small enough that a file is
+	// fetched by several at once.
+	minSegment = 4 << 20
+	maxSegment = 32 << 20
 	// readAheadSegment and readAheadWindow are the segments of the streams
 	// a whole-file reader starts ahead of itself, and how far ahead.
 	readAheadSegment = 4 << 20
@@ -78,13 +81,7 @@ func (dl *download) fill() error {
 			return err
 		}
 		ch := dl.changed
-		background := 0
-		for _, s := range dl.streams {
-			if !s.prove {
-				background++
-			}
-		}
-		more := background < backgroundStreams && dl.firstMissing(dl.cursor) >= 0
+		more := dl.backgroundRunning() < dl.backgroundWanted(time.Now()) && dl.firstMissing(dl.cursor) >= 0
 		dl.mu.Unlock()
 		if !more {
 			select {
@@ -96,7 +93,7 @@ func (dl *download) fill() error {
 		}
 		select {
 		case e.dlSlots <- struct{}{}:
-			s := dl.claimStream(dl.nextBackground(), backgroundSegment, false)
+			s := dl.claimStream(dl.nextBackground(), min(max(dl.t.size/8, minSegment), maxSegment), false)
 			if s == nil {
 				<-e.dlSlots
 				continue
@@ -113,6 +110,50 @@ func (dl *download) fill() error {
 		}
 	}
 }
+
+// backgroundRunning counts the background streams running (download.mu).
+func (dl *download) backgroundRunning() int {
+	n := 0
+	for _, s := range dl.streams {
+		if !s.prove {
+			n++
+		}
+	}
+	return n
+}
+
+// backgroundWanted is how many background streams the download should run
+// (download.mu): two at first, twice as many (up to backgroundStreams)
+// each time those running all deliver and, together, slower than
+// enoughRate. Parallel streams are for a store that serves each connection
+// at a bounded rate (S3); against one that a stream or two drain as fast
+// as the service can prove, more would only take the cores from the reads
+// the download is for.
+func (dl *download) backgroundWanted(now time.Time) int {
+	if dl.wanted == 0 {
+		dl.wanted = 2
+	}
+	running, flowing := 0, 0
+	var rate float64
+	for _, s := range dl.streams {
+		if s.prove {
+			continue
+		}
+		running++
+		if d := now.Sub(s.flowing); s.got > 0 && d > 10*time.Millisecond {
+			flowing++
+			rate += float64(s.got) / d.Seconds()
+		}
+	}
+	if running >= dl.wanted && flowing == running && rate < enoughRate {
+		dl.wanted = min(2*dl.wanted, backgroundStreams)
+	}
+	return dl.wanted
+}
+
+// enoughRate is the rate of a download's background streams, together,
+// beyond which it starts no more of them: about what two cores prove.
+const enoughRate = 500e6
 
 // stop ends the download's streams (with the download's error, if it
 // failed) and waits for them; readers waiting for its blocks are woken.
@@ -212,6 +253,18 @@ func (dl *download) readAhead(lo, hi int64) {
 		dl.mu.Lock()
 		at := -1
 		for b := i; b < j; b++ {
+			if st := dl.state[b]; st == blockStreamed {
+				// A background stream that will not bring it soon gives
+				// it up, and the rest of its segment: the window is
+				// fetched several streams at once.
+				if s := dl.owner[b]; !s.prove && b >= s.next && !dl.near(s, b) {
+					for x := b; x < s.hi; x++ {
+						dl.state[x], dl.owner[x] = blockMissing, nil
+					}
+					s.hi = b
+					dl.wake()
+				}
+			}
 			if dl.state[b] == blockMissing {
 				at = b
 				break
@@ -388,7 +441,8 @@ func (dl *download) begin(s *stream, k int) int {
 // prover.
 func (dl *download) deliver(s *stream, b []byte, lo int64, i, j int) error {
 	if s.prove {
-		crcs, err := dl.prove(b, lo, i, j)
+		k0, k1 := dl.m.unitRange(i, j)
+		crcs, err := dl.prove(b, lo, k0, k1)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errProof, err)
 		}
@@ -405,24 +459,49 @@ func (dl *download) deliver(s *stream, b []byte, lo int64, i, j int) error {
 	return nil
 }
 
-// settle moves blocks [i, j) to state st (arrived or proven), recording
-// the CRCs of the spans a proof computed.
+// settle moves blocks [i, j), which their claimer wrote, to state st:
+// arrived, or proven (all their units, with the CRCs of the spans the
+// proof computed).
 func (dl *download) settle(i, j int, st blockState, crcs []spanSum) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
 	for b := i; b < j; b++ {
-		dl.state[b], dl.owner[b] = st, nil
-		if st == blockProven {
+		dl.owner[b] = nil
+		if st == blockArrived {
+			dl.state[b] = blockArrived
+		}
+	}
+	if st == blockProven {
+		k0, k1 := dl.m.unitRange(i, j)
+		dl.markProven(k0, k1, crcs)
+	}
+	dl.failures = 0
+	dl.wake()
+}
+
+// markProven records units [k0, k1) proven, with the CRCs of the spans
+// among them a proof computed; a block whose last unit this proves is
+// proven (download.mu held).
+func (dl *download) markProven(k0, k1 int, crcs []spanSum) {
+	for _, c := range crcs {
+		dl.spanCRC[c.span-1] = c.crc
+	}
+	b := dl.m.blockOfUnit(k0)
+	for k := k0; k < k1; k++ {
+		for dl.m.first[b+1] <= k {
+			b++
+		}
+		if dl.unitDone[k] {
+			continue
+		}
+		dl.unitDone[k] = true
+		if dl.left[b]--; dl.left[b] == 0 {
+			dl.state[b], dl.owner[b] = blockProven, nil
 			dl.proven++
 			lo, hi := dl.m.span(b)
 			dl.bytes += hi - lo
 		}
 	}
-	for _, c := range crcs {
-		dl.spanCRC[c.span-1] = c.crc
-	}
-	dl.failures = 0
-	dl.wake()
 }
 
 // release gives blocks [i, j), claimed by a reader that could not fetch
@@ -451,21 +530,29 @@ func stalled(ctx context.Context, err error, since time.Time) error {
 	return err
 }
 
-// ensure makes the blocks holding bytes [lo, hi) proven, for a reader: it
-// proves those that arrived unproven, reads those no one fetches (one
-// ranged read per run, several at once), and waits for those on their way
-// (see the comment at the top). fetched says it read some from the store
+// ensure makes the units of bytes [lo, hi) that overlap the ranges need
+// (nil: all of [lo, hi)) proven, for a reader: it fetches the blocks
+// holding [lo, hi) that no one fetches (one ranged read per run, several
+// at once), waits for those on their way (see the comment at the top), and
+// proves what it needs of those that arrived unproven: a whole block when
+// it needs all that is left of it, else the units alone; or, when the
+// caller provesItself (it reads chunks, and proves those it reads that are
+// not proven yet: readChunk, decodeOrProve), it leaves those to it. fetched says it read some from the store
 // itself. It returns
 // errDownloadEnded when the download ended (the reader then reads the
 // bytes through the store), and errGaveUp when a stream that has the
 // bytes in hand is too slow to write them. Other errors are the store's,
 // or a proof's.
-func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err error) {
+func (dl *download) ensure(ctx context.Context, lo, hi int64, need [][2]int64, provesItself bool) (fetched bool, err error) {
 	i, j := dl.m.covering(lo, hi)
+	if need == nil {
+		need = [][2]int64{{lo, hi}}
+	}
 	var giveUp <-chan time.Time
 	impatient := false // waited the store's deadline for a stream: take its blocks
 	for {
 		var fetch, prove [][2]int // runs of blocks
+		var units []int           // units of arrived blocks to prove alone
 		dl.mu.Lock()
 		if dl.err != nil {
 			dl.mu.Unlock()
@@ -477,7 +564,18 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 			case blockMissing:
 				fetch = addRun(fetch, b)
 			case blockArrived, blockProverProving:
-				prove = addRun(prove, b)
+				todo := dl.needed(b, need)
+				switch {
+				case len(todo) == 0, provesItself:
+				case len(todo) == dl.left[b]:
+					prove = addRun(prove, b)
+				default:
+					units = append(units, todo...)
+				}
+			case blockProving:
+				if !provesItself && len(dl.needed(b, need)) > 0 {
+					wait = true
+				}
 			case blockStreamed:
 				s := dl.owner[b]
 				if b >= s.next && (impatient || !dl.near(s, b)) {
@@ -494,7 +592,7 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 				}
 				inHand = inHand || b < s.next
 				wait, waitStream = true, true
-			case blockRead, blockProving:
+			case blockRead:
 				wait = true
 			}
 		}
@@ -513,12 +611,15 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 		}
 		ch := dl.changed
 		dl.mu.Unlock()
-		if len(fetch) == 0 && len(prove) == 0 && !wait {
+		if len(fetch) == 0 && len(prove) == 0 && len(units) == 0 && !wait {
 			return fetched, nil
 		}
-		if len(fetch) > 0 || len(prove) > 0 {
+		if len(fetch) > 0 || len(prove) > 0 || len(units) > 0 {
 			fetched = fetched || len(fetch) > 0
 			if err := dl.work(ctx, fetch, prove); err != nil {
+				return fetched, err
+			}
+			if err := dl.proveUnits(units); err != nil {
 				return fetched, err
 			}
 			continue
@@ -539,6 +640,28 @@ func (dl *download) ensure(ctx context.Context, lo, hi int64) (fetched bool, err
 			return fetched, Errorf(KindCanceled, ctx.Err(), "read %s", dl.t.key)
 		}
 	}
+}
+
+// needed returns the units of block b that overlap the byte ranges need
+// and are not proven yet (download.mu held).
+func (dl *download) needed(b int, need [][2]int64) []int {
+	blo, bhi := dl.m.span(b)
+	var ks []int
+	last := -1
+	for _, r := range need {
+		lo, hi := max(r[0], blo), min(r[1], bhi)
+		if lo >= hi {
+			continue
+		}
+		k0, k1 := dl.m.unitsOverlapping(lo, hi)
+		for k := max(k0, last+1); k < k1; k++ {
+			if !dl.unitDone[k] {
+				ks = append(ks, k)
+			}
+			last = k
+		}
+	}
+	return ks
 }
 
 // near reports whether stream s will bring block b within about a round
@@ -645,7 +768,8 @@ func (dl *download) demandRead(ctx context.Context, i, j int) error {
 		dl.release(i, j, blockRead)
 		return storeErr(err, "read bytes %d to %d of %s", lo, hi, t.key)
 	}
-	crcs, err := dl.prove(buf, lo, i, j)
+	k0, k1 := dl.m.unitRange(i, j)
+	crcs, err := dl.prove(buf, lo, k0, k1)
 	if err != nil {
 		dl.release(i, j, blockRead)
 		dl.fail(err)
@@ -671,13 +795,44 @@ func (dl *download) proveWritten(i, j int) error {
 		dl.fail(fmt.Errorf("read back %s: %w", dl.f.Name(), err))
 		return errDownloadEnded
 	}
-	crcs, err := dl.prove(buf, lo, i, j)
+	k0, k1 := dl.m.unitRange(i, j)
+	crcs, err := dl.prove(buf, lo, k0, k1)
 	if err != nil {
 		dl.release(i, j, blockProving)
 		dl.fail(err)
 		return dl.t.corruptInStore(err)
 	}
 	dl.settle(i, j, blockProven, crcs)
+	return nil
+}
+
+// proveUnits proves units ks (indexes into dl.m.units, ascending) of
+// arrived blocks from the download's file, claiming nothing: what a reader
+// that needs only those units of the blocks proves.
+func (dl *download) proveUnits(ks []int) error {
+	for len(ks) > 0 {
+		n := 1 // a run of units one after the other
+		for n < len(ks) && ks[n] == ks[n-1]+1 {
+			n++
+		}
+		k0, k1 := ks[0], ks[n-1]+1
+		ks = ks[n:]
+		lo, hi := int64(dl.m.units[k0].Offset), int64(dl.m.units[k1-1].End())
+		buf := make([]byte, hi-lo)
+		if _, err := dl.f.ReadAt(buf, lo); err != nil {
+			dl.fail(fmt.Errorf("read back %s: %w", dl.f.Name(), err))
+			return errDownloadEnded
+		}
+		crcs, err := dl.prove(buf, lo, k0, k1)
+		if err != nil {
+			dl.fail(err)
+			return dl.t.corruptInStore(err)
+		}
+		dl.mu.Lock()
+		dl.markProven(k0, k1, crcs)
+		dl.wake()
+		dl.mu.Unlock()
+	}
 	return nil
 }
 
@@ -756,7 +911,8 @@ func (dl *download) proveClaimed(b int) bool {
 		dl.fail(fmt.Errorf("read back %s: %w", dl.f.Name(), err))
 		return false
 	}
-	crcs, err := dl.prove(buf, lo, b, b+1)
+	k0, k1 := dl.m.unitRange(b, b+1)
+	crcs, err := dl.prove(buf, lo, k0, k1)
 	if err != nil {
 		dl.fail(err)
 		dl.t.corruptInStore(err)
@@ -764,15 +920,7 @@ func (dl *download) proveClaimed(b int) bool {
 	}
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
-	if dl.state[b] == blockProverProving { // not taken over
-		dl.state[b] = blockProven
-		dl.proven++
-		dl.bytes += hi - lo
-		for _, c := range crcs {
-			dl.spanCRC[c.span-1] = c.crc
-		}
-		dl.failures = 0
-		dl.wake()
-	}
+	dl.markProven(k0, k1, crcs) // a reader that took it over meanwhile finds it done
+	dl.wake()
 	return true
 }

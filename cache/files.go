@@ -307,7 +307,7 @@ func (r *FileReader) readDownload(ctx context.Context, dl *download, off, blockE
 	t := r.t
 	dl.readAhead(off, min(end, off+readAheadWindow))
 	lo, hi, units := t.extent(off, blockEnd)
-	if _, err := dl.ensure(ctx, lo, hi); err != nil {
+	if _, err := dl.ensure(ctx, lo, hi, nil, false); err != nil {
 		return nil, err
 	}
 	buf := make([]byte, hi-lo)

@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/tablefile"
@@ -36,14 +37,21 @@ type spanSum struct {
 	span, crc uint32
 }
 
-// prove proves blocks [i, j), whose bytes buf holds from offset lo, and
-// returns the CRC-32C of their archive spans. A failure is an ErrCorrupt:
-// the store's copy is wrong.
-func (dl *download) prove(buf []byte, lo int64, i, j int) ([]spanSum, error) {
+// prove proves units [k0, k1) (dl.m.units), whose bytes buf holds from
+// offset lo, but those already proven (dl.done, as it was when called),
+// and returns the CRC-32C of the archive spans it proved. A failure is an
+// ErrCorrupt: the store's copy is wrong.
+func (dl *download) prove(buf []byte, lo int64, k0, k1 int) ([]spanSum, error) {
 	t := dl.t
+	dl.mu.Lock()
+	skip := slices.Clone(dl.unitDone[k0:k1])
+	dl.mu.Unlock()
 	var sums []spanSum
 	var scratch []byte // each chunk is decoded here, hashed and dropped
-	for _, u := range dl.m.blockUnits(i, j) {
+	for k, u := range dl.m.units[k0:k1] {
+		if skip[k] {
+			continue
+		}
 		b := buf[int64(u.Offset)-lo : int64(u.End())-lo]
 		switch u.Kind {
 		case tablefile.UnitChunk:
@@ -121,15 +129,66 @@ func (t *table) proveDictWith(u tablefile.Unit, b, stored []byte) error {
 	return nil
 }
 
-// readChunk reads chunk e, whose blocks are proven, from the download's
-// file, checks its record's or span's CRC, and decodes it.
+// readChunk reads chunk e, whose blocks are written, from the download's
+// file and decodes it: decodeOrProve.
 func (dl *download) readChunk(e tablefile.Entry) ([]byte, error) {
 	stored := make([]byte, e.Length)
 	if _, err := dl.f.ReadAt(stored, int64(e.Offset)); err != nil {
 		return nil, err
 	}
 	dl.t.env.metrics.diskReads.Inc()
-	return dl.decode(e, stored)
+	return dl.decodeOrProve(e, stored)
+}
+
+// decodeOrProve decodes chunk e's stored bytes, read from the download's
+// file: checked as a cached file's are when its unit is proven (decode);
+// else proven, once (decoded and hashed to its address), and recorded so
+// when the chunk is its unit's whole extent (a classic record, an archive
+// chunk's span).
+// A chunk that fails its proof fails the download: the store's copy is
+// corrupt.
+func (dl *download) decodeOrProve(e tablefile.Entry, stored []byte) ([]byte, error) {
+	k, k1 := dl.m.unitsOverlapping(int64(e.Offset), int64(e.End()))
+	var u tablefile.Unit
+	mine := k1 == k+1
+	if mine {
+		u = dl.m.units[k]
+		mine = u.Kind == tablefile.UnitChunk && u.Offset == e.Offset && u.Length == uint64(e.Length)
+	}
+	done := false
+	if mine {
+		dl.mu.Lock()
+		done = dl.unitDone[k]
+		dl.mu.Unlock()
+	}
+	if done {
+		return dl.decode(e, stored)
+	}
+	t := dl.t
+	t.env.metrics.proofs.Inc()
+	data, err := dl.view.Decode(e, stored)
+	if err == nil {
+		if got := addr.Of(data); got != e.Addr {
+			err = &tablefile.CorruptError{Offset: int64(e.Offset), Addr: e.Addr.String(), Reason: "contents hash to " + got.String()}
+		}
+	}
+	if err != nil {
+		t.env.metrics.proofFailures.Inc()
+		dl.fail(err)
+		return nil, t.corruptInStore(err)
+	}
+	if !mine {
+		return data, nil // proven for this read; its unit is proven with its block
+	}
+	var sums []spanSum
+	if u.Span != 0 {
+		sums = []spanSum{{u.Span, crc32.Checksum(stored, castagnoli)}}
+	}
+	dl.mu.Lock()
+	dl.markProven(k, k+1, sums)
+	dl.wake()
+	dl.mu.Unlock()
+	return data, nil
 }
 
 // decode checks and decodes chunk e's stored bytes, read from proven

@@ -81,6 +81,12 @@ func openTableNow(ctx context.Context, e *env, db string, o tableset.Object) (*t
 	if err != nil {
 		return nil, fmt.Errorf("open index: %w", err)
 	}
+	if o.Appendix {
+		// An appendix is made to be downloaded, on its first miss: list
+		// its units now (tens of ms for a large file), while the service
+		// waits for the store, rather than when the download starts.
+		go t.idx.Units(0, 0)
+	}
 	return t, nil
 }
 
@@ -217,12 +223,15 @@ func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, 
 // fetched them. An error readElsewhere accepts sends the read to the
 // store.
 func (t *table) readDownload(ctx context.Context, dl *download, e tablefile.Entry) ([]byte, api.Tier, error) {
-	fetched, err := dl.ensure(ctx, int64(e.Offset), int64(e.End()))
+	fetched, err := dl.ensure(ctx, int64(e.Offset), int64(e.End()), nil, true)
 	if err != nil {
 		return nil, 0, err
 	}
 	data, err := dl.readChunk(e)
 	if err != nil {
+		if KindOf(err) == KindCorrupt {
+			return nil, 0, err // the store's copy: readChunk proved it
+		}
 		// Proven, then changed on disk (another process?): the store decides.
 		t.env.log.Warn("read downloading file", "key", t.key, "chunk", e.Addr, "err", err)
 		return nil, 0, errGaveUp
@@ -410,7 +419,11 @@ func (t *table) readManyDownload(ctx context.Context, dl *download, entries []ta
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			fetched, err := dl.ensure(ctx, int64(r.Offset), int64(r.Offset+r.Length))
+			need := make([][2]int64, len(r.Entries)) // not the gaps between them
+			for k, e := range r.Entries {
+				need[k] = [2]int64{int64(e.Offset), int64(e.End())}
+			}
+			fetched, err := dl.ensure(ctx, int64(r.Offset), int64(r.Offset+r.Length), need, true)
 			fetchedAny[i], ok[i] = fetched, err == nil
 			if err != nil && !readElsewhere(err) {
 				errs[i] = err
@@ -436,8 +449,11 @@ func (t *table) readManyDownload(ctx context.Context, dl *download, entries []ta
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	got, more, rerr := t.readRanges(dl.f, ready, dl.decode)
+	got, more, rerr := t.readRanges(dl.f, ready, dl.decodeOrProve)
 	if rerr != nil {
+		if KindOf(rerr) == KindCorrupt {
+			return nil, nil, 0, rerr // the store's copy: decodeOrProve proved it
+		}
 		t.env.log.Warn("read downloading file", "key", t.key, "err", rerr)
 	}
 	return got, append(rest, more...), tier, nil
