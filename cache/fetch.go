@@ -381,7 +381,9 @@ func (dl *download) runStream(s *stream) error {
 			filled += n
 			last = time.Now()
 			watchdog.Reset(idle)
-			e.metrics.addStoreBytes(int64(n))
+			if !origin.Elsewhere() { // else counted where they were read (a cluster's shared read)
+				e.metrics.addStoreBytes(int64(n))
+			}
 			dl.mu.Lock()
 			if s.got == 0 {
 				s.flowing = last

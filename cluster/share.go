@@ -196,17 +196,26 @@ func waitCond(c *sync.Cond, d time.Duration) {
 	t.Stop()
 }
 
-// streamReader reads a shared stream from the start, as Open's reader.
+// streamReader reads a shared stream from off, to end if bounded (else
+// to the object's end), as Open's and OpenRange's reader.
 type streamReader struct {
-	ctx context.Context
-	st  *sharedStream
-	off int64
+	ctx     context.Context
+	st      *sharedStream
+	off     int64
+	end     int64
+	bounded bool
 }
 
 func (s *streamReader) Read(p []byte) (int, error) {
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if s.bounded && s.off >= s.end {
+		return 0, io.EOF
+	}
+	if s.bounded && int64(len(p)) > s.end-s.off {
+		p = p[:s.end-s.off]
+	}
 	for st.arrived <= s.off {
 		if s.off >= st.size {
 			return 0, io.EOF

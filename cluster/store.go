@@ -71,6 +71,22 @@ func (s *routedStore) Open(ctx context.Context, key string) (io.ReadCloser, stor
 	return s.Store.Open(ctx, key)
 }
 
+// OpenRange streams part of a file this node owns from the shared read
+// of it, as Open does (a download's ranged streams, cache/fetch.go): the
+// stream counts its bytes itself and the range is marked as read from
+// elsewhere (store.Origin), so that they count once. A file that is not
+// shared, or another's, is streamed from the store.
+func (s *routedStore) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if _, _, err := cache.SplitKey(key); err == nil && s.n.Owns(key) {
+		st := s.shared.stream(key, true)
+		if size, ok := st.open(ctx); ok && off+n <= size {
+			store.MarkElsewhere(ctx)
+			return &streamReader{ctx: ctx, st: st, off: off, end: off + n, bounded: true}, nil
+		}
+	}
+	return store.OpenRange(ctx, s.Store, key, off, n)
+}
+
 type readResult struct {
 	n   int
 	err error

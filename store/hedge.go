@@ -222,6 +222,9 @@ type attempt[T any] struct {
 	err   error
 	took  time.Duration
 	hedge bool
+	// elsewhere: a wrapper answered it from elsewhere than the store
+	// (Origin), so its latency says nothing of the store's.
+	elsewhere bool
 }
 
 // hedged runs one read with do, hedged after the deadline of reads of n
@@ -238,10 +241,11 @@ func hedged[T any](h *Hedged, ctx context.Context, n int64, settle bool, do func
 	results := make(chan attempt[T], 2)
 	launch := func(hedge bool) context.CancelFunc {
 		actx, cancel := context.WithCancel(ctx)
+		actx, origin := TrackOrigin(actx)
 		go func() {
 			start := time.Now()
 			v, err := do(actx, hedge)
-			results <- attempt[T]{v, err, time.Since(start), hedge}
+			results <- attempt[T]{v, err, time.Since(start), hedge, origin.Elsewhere()}
 		}()
 		return cancel
 	}
@@ -261,7 +265,11 @@ func hedged[T any](h *Hedged, ctx context.Context, n int64, settle bool, do func
 		case a := <-results:
 			running--
 			if a.err == nil {
-				class.observe(a.took)
+				if a.elsewhere {
+					MarkElsewhere(ctx) // for the caller's Origin, if it tracks one
+				} else {
+					class.observe(a.took)
+				}
 				if a.hedge {
 					h.wins.Add(1)
 				}
@@ -370,7 +378,7 @@ func (h *Hedged) OpenRange(ctx context.Context, key string, off, n int64) (io.Re
 // own cancellation (it lost).
 func (h *Hedged) openHedged(ctx context.Context, open func(ctx context.Context) (opened, error)) (opened, error) {
 	o, _, err := hedged(h, ctx, 0, false, func(actx context.Context, _ bool) (opened, error) {
-		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		sctx, cancel := context.WithCancel(context.WithoutCancel(actx)) // actx's values: its Origin
 		stopCaller := context.AfterFunc(ctx, cancel)
 		stopRequest := context.AfterFunc(actx, cancel)
 		o, err := open(sctx)

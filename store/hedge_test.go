@@ -135,3 +135,50 @@ func TestHedgeError(t *testing.T) {
 		t.Fatalf("read of a missing object: %v, %+v", err, h.Stats())
 	}
 }
+
+// elsewhereStore answers every read as a wrapper that reads from a copy
+// beside the store does (a cluster's peers): marked elsewhere (Origin).
+type elsewhereStore struct{ store.Store }
+
+func (e elsewhereStore) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	store.MarkElsewhere(ctx)
+	return e.Store.ReadAt(ctx, key, p, off)
+}
+
+func (e elsewhereStore) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	store.MarkElsewhere(ctx)
+	return store.OpenRange(ctx, e.Store, key, off, n)
+}
+
+// Reads answered from elsewhere than the store keep that mark for the
+// caller (a hedged read is still one read of a copy, not of the store),
+// and their latencies do not set the store's hedge deadline.
+func TestHedgeElsewhere(t *testing.T) {
+	fs, _, data := hedgeFixture(t, 0)
+	h := store.Hedge(elsewhereStore{fs}, store.HedgeOptions{Initial: time.Second})
+	p := make([]byte, 4096)
+	for i := range 40 {
+		ctx, origin := store.TrackOrigin(context.Background())
+		if _, err := h.ReadAt(ctx, "db/table", p, int64(i)); err != nil || !bytes.Equal(p, data[i:i+4096]) {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if !origin.Elsewhere() {
+			t.Fatalf("read %d: not marked elsewhere", i)
+		}
+		ctx, origin = store.TrackOrigin(context.Background())
+		rc, err := h.OpenRange(ctx, "db/table", int64(i), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+		if !origin.Elsewhere() {
+			t.Fatalf("stream %d: not marked elsewhere", i)
+		}
+	}
+	if d := h.Deadline(4096); d != time.Second {
+		t.Fatalf("deadline %v after reads answered elsewhere, want the initial 1s", d)
+	}
+	if d := h.Typical(4096); d != 0 {
+		t.Fatalf("typical %v after reads answered elsewhere, want none known", d)
+	}
+}
