@@ -299,3 +299,54 @@ func TestPointReadProvesItsChunk(t *testing.T) {
 		t.Fatalf("after the download: %v", r.Tier)
 	}
 }
+
+// A read of a good chunk whose block, read for it by the download, holds
+// a corrupt one answers the good chunk (read through the store and proven
+// alone); the download fails, and the corrupt chunk is an error.
+func TestCorruptNeighbourInBlock(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 20}, Config{MemBytes: 1, hedge: fastHedge})
+	file := f.db.Files[0]
+	last := len(file.Addrs) - 1
+	var buf bytes.Buffer
+	w := tablefile.NewWriter(&buf)
+	for i, a := range file.Addrs {
+		data := f.db.Chunks[a]
+		if i == last {
+			data = bytes.Repeat([]byte("wrong"), 100) // a valid CRC, the wrong address
+		}
+		if err := w.AddWithAddr(a, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fs.Put(context.Background(), file.Key, buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	f.cache.Close()
+	f.open(Config{MemBytes: 1, hedge: fastHedge})
+	f.fs.HoldAt.Store(1) // streams hold after their first byte: reads fetch their own blocks
+	defer f.fs.Gate.Open()
+	f.get(file.Addrs[0])
+	tab := f.cache.dbs["db1"].tables[0]
+	dl := tab.acquireDownload(true)
+	if dl == nil {
+		t.Fatal("no download")
+	}
+	e, _ := tab.idx.Lookup(file.Addrs[last-1])
+	bad, _ := tab.idx.Lookup(file.Addrs[last])
+	if dl.blockOf(int64(e.Offset)) != dl.blockOf(int64(bad.Offset)) {
+		t.Fatal("the two chunks are in different blocks")
+	}
+	tab.releaseDownload(dl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := f.cache.GetChunk(ctx, "db1", file.Addrs[last-1])
+	if err != nil || !r.Found || !bytes.Equal(r.Data, f.db.Chunks[file.Addrs[last-1]]) {
+		t.Fatalf("the good chunk beside a corrupt one: %v, %v", r.Tier, err)
+	}
+	if _, err := f.cache.GetChunk(ctx, "db1", file.Addrs[last]); KindOf(err) != KindCorrupt {
+		t.Fatalf("the corrupt chunk: %v", err)
+	}
+}

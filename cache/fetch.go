@@ -253,18 +253,6 @@ func (dl *download) readAhead(lo, hi int64) {
 		dl.mu.Lock()
 		at := -1
 		for b := i; b < j; b++ {
-			if st := dl.state[b]; st == blockStreamed {
-				// A background stream that will not bring it soon gives
-				// it up, and the rest of its segment: the window is
-				// fetched several streams at once.
-				if s := dl.owner[b]; !s.prove && b >= s.next && !dl.near(s, b) {
-					for x := b; x < s.hi; x++ {
-						dl.state[x], dl.owner[x] = blockMissing, nil
-					}
-					s.hi = b
-					dl.wake()
-				}
-			}
 			if dl.state[b] == blockMissing {
 				at = b
 				break
@@ -775,7 +763,11 @@ func (dl *download) demandRead(ctx context.Context, i, j int) error {
 	if err != nil {
 		dl.release(i, j, blockRead)
 		dl.fail(err)
-		return t.corruptInStore(err)
+		t.corruptInStore(err)
+		// The corrupt unit may lie outside the bytes this reader wants
+		// (a block holds others): it reads them from the store, proving
+		// only its own.
+		return errDownloadEnded
 	}
 	if err := dl.write(buf, lo); err != nil {
 		dl.release(i, j, blockRead)
@@ -802,7 +794,8 @@ func (dl *download) proveWritten(i, j int) error {
 	if err != nil {
 		dl.release(i, j, blockProving)
 		dl.fail(err)
-		return dl.t.corruptInStore(err)
+		dl.t.corruptInStore(err)
+		return errDownloadEnded // as in demandRead: the reader proves its own bytes from the store
 	}
 	dl.settle(i, j, blockProven, crcs)
 	return nil

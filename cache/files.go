@@ -231,6 +231,10 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 	end := off + n
 	missed := false
 	dlBlock := int64(firstDownloadBlock)
+	// The store's blocks too start small and grow: the first bytes wait
+	// for less, and a corrupt unit further on cuts the answer after the
+	// good bytes before it rather than failing it whole.
+	stBlock := int64(downloadBlock)
 	for off < end {
 		if err := ctx.Err(); err != nil {
 			return st, Errorf(KindCanceled, err, "copy %s", t.key)
@@ -263,7 +267,8 @@ func (r *FileReader) Copy(ctx context.Context, w io.Writer, off, n int64) (FileS
 			t.missed(end - off)
 			missed = true
 		}
-		block := int64(storeBlock)
+		block := stBlock
+		stBlock = min(2*stBlock, storeBlock)
 		if dl := t.acquireDownload(true); dl != nil {
 			blockEnd := min(end, off+dlBlock)
 			dlBlock = min(2*dlBlock, downloadBlock)
