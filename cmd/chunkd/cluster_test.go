@@ -644,3 +644,48 @@ func TestClusterRingClient(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterSecret: nodes that share --cluster-secret-file forward reads
+// to each other (their requests signed), with no refused peer read; a
+// peer read without the signature, as any client on the network could
+// send, is refused (403) and serves no byte.
+func TestClusterSecret(t *testing.T) {
+	dir, chunks, _ := clusterStore(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("a cluster secret of 32 characters\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := startCluster(t, dir, 2, "--cluster-secret-file", secret)
+	// Every chunk through node 1: what node 0 owns is forwarded to it.
+	wrong, failed := storm(t, nodes, 2, 256, chunks, func(int) string { return nodes[1].http })
+	if wrong != 0 || failed != 0 {
+		t.Fatalf("reads through one node of a cluster with a secret: %d wrong, %d failed batches", wrong, failed)
+	}
+	forwarded := nodes[1].metric(`chunkd_cluster_forwards_total{result="peer"}`)
+	servedOK := nodes[0].metric(`chunkd_cluster_peer_reads_total{result="ok"}`)
+	if forwarded == 0 || servedOK == 0 || nodes[0].metric(`chunkd_cluster_peer_reads_total{result="refused"}`) != 0 {
+		t.Fatalf("node 1 forwarded %v reads to its peer, node 0 served %v and refused %v; want some forwarded and served, none refused",
+			forwarded, servedOK, nodes[0].metric(`chunkd_cluster_peer_reads_total{result="refused"}`))
+	}
+	// An unsigned peer read, and a hello, from outside the cluster.
+	resp, err := http.Get(nodes[0].http + "/v1/cluster/read?key=x&off=0&n=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "peer credential") {
+		t.Errorf("an unsigned peer read: %s %s; want 403 naming the missing peer credential", resp.Status, body)
+	}
+	resp, err = http.Post(nodes[0].http+"/v1/cluster/hello", api.ContentTypeJSON, strings.NewReader(`{"id":"intruder","url":"http://127.0.0.1:1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Errorf("an unsigned hello: %s; want it refused", resp.Status)
+	}
+	if up := upCount(clusterInfo(t, nodes[0].http)); up != 2 {
+		t.Errorf("node 0 sees %d members up after an unsigned hello, want 2", up)
+	}
+}
