@@ -45,21 +45,28 @@ type pieceReader struct {
 	off  int64
 	left int64
 	buf  []byte // the piece read, not yet returned
+	err  error  // what ends the stream once buf is returned (a range past the object's end)
 }
 
 func (r *pieceReader) Read(p []byte) (int, error) {
 	if len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
 		if r.left == 0 {
 			return 0, io.EOF
 		}
 		piece := make([]byte, min(r.left, PieceSize))
 		n, err := r.s.ReadAt(r.ctx, r.key, piece, r.off)
-		if err != nil {
-			return 0, err
-		}
 		r.buf = piece[:n]
 		r.off += int64(n)
 		r.left -= int64(n)
+		if err != nil {
+			if n == 0 {
+				return 0, err
+			}
+			r.err = err // the bytes that exist first, then the error
+		}
 	}
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]

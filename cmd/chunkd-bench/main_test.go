@@ -59,7 +59,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--out", "/tmp/x"}, "name a suite: bigdata, chunks, clone,"},
+		{[]string{"--out", "/tmp/x"}, "name a suite: api, bigdata, chunks, clone,"},
 		{[]string{"nosuch", "--out", "/tmp/x"}, `no suite "nosuch"`},
 		{[]string{"sql"}, "--out is required"},
 		{[]string{"sql", "--out", "/tmp/x", "--scale", "huge"}, `bad scale "huge"`},
