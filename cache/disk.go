@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chunkd/chunkd/api"
+	"github.com/chunkd/chunkd/internal/background"
 	"github.com/chunkd/chunkd/tablefile"
 )
 
@@ -561,7 +562,7 @@ func defaultHooks() *hooks {
 		writeAt:    func(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) },
 		sync:       func(f *os.File) error { return f.Sync() },
 		rename:     os.Rename,
-		background: inBackground,
+		background: background.Run,
 	}
 }
 

@@ -834,7 +834,7 @@ func (dl *download) proveUnits(ks []int) error {
 // proveArrived is the prover: it proves the blocks background streams
 // wrote, the last first (readers go from the start, so they seldom meet),
 // one at a time, until every block is proven or the download ends. It
-// runs on a low-priority thread (inBackground), which may not run for a
+// runs on a low-priority thread (background.Run), which may not run for a
 // while on a busy host: a reader that needs a block it is proving takes
 // the block over (and proves it too) rather than wait for it.
 func (dl *download) proveArrived() {
