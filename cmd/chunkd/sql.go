@@ -181,6 +181,12 @@ func openStoreSQLite(ctx context.Context, tf tierFlags) (*openDB, error) {
 // in format (a table, CSV or JSON array per statement, as sqlite3 does);
 // it returns the row count of them all.
 func (d *openDB) run(ctx context.Context, q, format string, w io.Writer) (int, error) {
+	return runStatements(ctx, q, format, w, d.runOne)
+}
+
+// runStatements runs every statement of q in turn with runOne, a blank
+// line between tables, and names the statement that failed.
+func runStatements(ctx context.Context, q, format string, w io.Writer, runOne func(ctx context.Context, stmt, format string, w io.Writer) (int, error)) (int, error) {
 	stmts := splitStatements(q)
 	if len(stmts) == 0 {
 		return 0, usagef("-q holds no SQL statement")
@@ -190,7 +196,7 @@ func (d *openDB) run(ctx context.Context, q, format string, w io.Writer) (int, e
 		if i > 0 && format == "table" {
 			fmt.Fprintln(w)
 		}
-		n, err := d.runOne(ctx, stmt, format, w)
+		n, err := runOne(ctx, stmt, format, w)
 		total += n
 		if err != nil {
 			if len(stmts) > 1 {

@@ -54,25 +54,7 @@ func newSQLRemote(tf tierFlags) (*sqlRemote, error) {
 
 // run runs every statement of q in turn, as openDB.run does.
 func (r *sqlRemote) run(ctx context.Context, q, format string, w io.Writer) (int, error) {
-	stmts := splitStatements(q)
-	if len(stmts) == 0 {
-		return 0, usagef("-q holds no SQL statement")
-	}
-	total := 0
-	for i, stmt := range stmts {
-		if i > 0 && format == "table" {
-			fmt.Fprintln(w)
-		}
-		n, err := r.runOne(ctx, stmt, format, w)
-		total += n
-		if err != nil {
-			if len(stmts) > 1 {
-				return total, fmt.Errorf("statement %d of %d: %w", i+1, len(stmts), err)
-			}
-			return total, err
-		}
-	}
-	return total, nil
+	return runStatements(ctx, q, format, w, r.runOne)
 }
 
 // runOne posts one statement and writes its rows as they arrive.
