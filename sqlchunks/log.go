@@ -99,26 +99,5 @@ func readRoot(ctx context.Context, c ChunkReader, a addr.Addr) (*root, error) {
 // (limit <= 0: all of them). A zero from means the head (see Head). Every
 // version costs one chunk read.
 func Log(ctx context.Context, c ChunkReader, from addr.Addr, limit int) ([]Version, error) {
-	if from.IsEmpty() {
-		h, err := Head(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		from = h
-	}
-	var out []Version
-	seen := map[addr.Addr]bool{}
-	for a := from; !a.IsEmpty() && (limit <= 0 || len(out) < limit); {
-		if seen[a] {
-			return out, fmt.Errorf("sqlchunks: log of database %q: version %s is its own ancestor", c.DB(), a)
-		}
-		seen[a] = true
-		v, err := ReadVersion(ctx, c, a)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, v)
-		a = v.Parent
-	}
-	return out, nil
+	return History(ctx, c, nil, from, limit)
 }
