@@ -615,6 +615,18 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, store.Info
 	if err != nil {
 		return nil, store.Info{}, fmt.Errorf("s3 open: %w", err)
 	}
+	c, body, oi, _, err := s.startGet(ctx, key, obj, minio.GetObjectOptions{}, nil)
+	if err != nil {
+		return nil, store.Info{}, err
+	}
+	return &stream{body: body, c: c}, s.info(key, oi), nil
+}
+
+// startGet sends a GET of object obj (key's) and waits for its answer to
+// start, for at most the store's timeout; reading the body is bounded
+// only by ctx. A failed GET ends the call; its error is special's if
+// special gives one, else the call's (c.fail).
+func (s *Store) startGet(ctx context.Context, key, obj string, opts minio.GetObjectOptions, special func(error) error) (*call, io.ReadCloser, minio.ObjectInfo, http.Header, error) {
 	c := &call{s: s, op: "open", key: key, parent: ctx, attempts: new(atomic.Int32)}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	var timedOut atomic.Bool
@@ -625,7 +637,7 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, store.Info
 			c.cancel()
 		})
 	}
-	body, oi, _, err := s.core.GetObject(c.ctx, s.bucket, obj, minio.GetObjectOptions{})
+	body, oi, hdr, err := s.core.GetObject(c.ctx, s.bucket, obj, opts)
 	if timer != nil && !timer.Stop() && err == nil {
 		body.Close()
 		err = context.DeadlineExceeded
@@ -633,11 +645,16 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, store.Info
 	if err != nil {
 		c.cancel()
 		if timedOut.Load() {
-			return nil, store.Info{}, fmt.Errorf("s3 open %s: %w: no answer within %v (%w)", s.where(key), store.ErrUnreachable, s.timeout, context.DeadlineExceeded)
+			return nil, nil, oi, nil, fmt.Errorf("s3 open %s: %w: no answer within %v (%w)", s.where(key), store.ErrUnreachable, s.timeout, context.DeadlineExceeded)
 		}
-		return nil, store.Info{}, c.fail(err)
+		if special != nil {
+			if e := special(err); e != nil {
+				return nil, nil, oi, nil, e
+			}
+		}
+		return nil, nil, oi, nil, c.fail(err)
 	}
-	return &stream{body: body, c: c}, s.info(key, oi), nil
+	return c, body, oi, hdr, nil
 }
 
 // OpenRange streams n bytes of the object from off with one ranged GET
@@ -656,36 +673,18 @@ func (s *Store) OpenRange(ctx context.Context, key string, off, n int64) (io.Rea
 	if n == 0 {
 		return store.ExactStream(io.NopCloser(strings.NewReader("")), 0, what), nil
 	}
-	c := &call{s: s, op: "open", key: key, parent: ctx, attempts: new(atomic.Int32)}
-	c.ctx, c.cancel = context.WithCancel(ctx)
-	var timedOut atomic.Bool
-	var timer *time.Timer
-	if s.timeout > 0 {
-		timer = time.AfterFunc(s.timeout, func() {
-			timedOut.Store(true)
-			c.cancel()
-		})
-	}
 	var opts minio.GetObjectOptions
 	if err := opts.SetRange(off, off+n-1); err != nil {
-		c.cancel()
 		return nil, err
 	}
-	body, _, hdr, err := s.core.GetObject(c.ctx, s.bucket, obj, opts)
-	if timer != nil && !timer.Stop() && err == nil {
-		body.Close()
-		err = context.DeadlineExceeded
-	}
-	if err != nil {
-		c.cancel()
-		var er minio.ErrorResponse
-		switch {
-		case timedOut.Load():
-			return nil, fmt.Errorf("s3 open %s: %w: no answer within %v (%w)", s.where(key), store.ErrUnreachable, s.timeout, context.DeadlineExceeded)
-		case errors.As(err, &er) && er.StatusCode == http.StatusRequestedRangeNotSatisfiable:
-			return nil, fmt.Errorf("%s: the object ends before it: %w", what, io.ErrUnexpectedEOF)
+	c, body, _, hdr, err := s.startGet(ctx, key, obj, opts, func(err error) error {
+		if er := (minio.ErrorResponse{}); errors.As(err, &er) && er.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+			return fmt.Errorf("%s: the object ends before it: %w", what, io.ErrUnexpectedEOF)
 		}
-		return nil, c.fail(err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if off > 0 && hdr.Get("Content-Range") == "" {
 		// The server ignored the range and sends the whole object.
