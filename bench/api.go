@@ -309,23 +309,12 @@ func (c *cpuSplit) add(o *cpuSplit) {
 func (m *apiMeasure) seed(ctx context.Context) error {
 	r := m.r
 	cfg := r.Config
-	sentences := pick(cfg.Scale, 10_000, 160_000, 1_250_000)
-	translations := 2 * sentences
-	lookups := pick(cfg.Scale, 20, 200, 1000)
-	if cfg.Count > 0 {
-		lookups = cfg.Count
-	}
-	m.seedQueries = []sqlQuery{
-		{cs: "seed-join", title: "seed join", sql: gen.SeedQuery},
-		{cs: "point-lookups", title: fmt.Sprintf("%d point lookups", lookups), sql: "SELECT Text FROM sentences WHERE SentenceId = ?", each: true},
-		{cs: "aggregate", title: "aggregate", sql: "SELECT Lang, count(*) FROM sentences GROUP BY Lang"},
-	}
-	ds, err := prepareSQLDataset(ctx, r, fmt.Sprintf("sentences-%d-%d.sqlite", sentences, translations), sqlDBName, cfg.rtt(), func(path string) error {
-		return gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: translations, Seed: 1})
-	})
+	seed, err := prepareSeed(ctx, r)
 	if err != nil {
 		return err
 	}
+	ds, sentences, translations, lookups := seed.ds, seed.sentences, seed.translations, seed.lookups
+	m.seedQueries = seed.queries
 	defer ds.close()
 	r.Report.Env.Set("store", "local folders (file://) under %s, one a data set, which the services read through %s", r.WorkDir, storeEmulation(cfg.rtt(), cfg.Bandwidth))
 	r.Report.Env.Set("data set (seed's queries)", "%s", ds.describe(fmt.Sprintf("gen.Sentences, %d sentences and %d translations, seed 1", sentences, translations)))

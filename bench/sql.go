@@ -57,6 +57,36 @@ type sqlResult struct {
 	firstTook time.Duration
 }
 
+// seedSet is the seed's data set at the run's scale (gen.Sentences, twice
+// as many translations as sentences, seed 1) and its three queries.
+type seedSet struct {
+	ds                               *sqlDataset
+	queries                          []sqlQuery
+	sentences, translations, lookups int
+}
+
+// prepareSeed makes (or reuses) the seed's data set for r and names its
+// queries: the seed join, point lookups (--count of them if given) and an
+// aggregate.
+func prepareSeed(ctx context.Context, r *Runner) (seedSet, error) {
+	cfg := r.Config
+	s := seedSet{sentences: pick(cfg.Scale, 10_000, 160_000, 1_250_000), lookups: pick(cfg.Scale, 20, 200, 1000)}
+	s.translations = 2 * s.sentences
+	if cfg.Count > 0 {
+		s.lookups = cfg.Count
+	}
+	s.queries = []sqlQuery{
+		{cs: "seed-join", title: "seed join", sql: gen.SeedQuery},
+		{cs: "point-lookups", title: fmt.Sprintf("%d point lookups", s.lookups), sql: "SELECT Text FROM sentences WHERE SentenceId = ?", each: true},
+		{cs: "aggregate", title: "aggregate", sql: "SELECT Lang, count(*) FROM sentences GROUP BY Lang"},
+	}
+	var err error
+	s.ds, err = prepareSQLDataset(ctx, r, fmt.Sprintf("sentences-%d-%d.sqlite", s.sentences, s.translations), sqlDBName, cfg.rtt(), func(path string) error {
+		return gen.Sentences(path, gen.SentencesOptions{Sentences: s.sentences, Translations: s.translations, Seed: 1})
+	})
+	return s, err
+}
+
 // runSQL is the seed article's measurement, generalised: SQL queries on
 // a SQLite database through the local file, the object store directly,
 // and the cache service cold and warm, each as a fresh process would run
@@ -68,24 +98,11 @@ func runSQL(ctx context.Context, r *Runner) error {
 		r.Config.Bandwidth = 100 << 20
 	}
 	cfg, rep := r.Config, r.Report
-	sentences := pick(cfg.Scale, 10_000, 160_000, 1_250_000)
-	translations := 2 * sentences
-	lookups := pick(cfg.Scale, 20, 200, 1000)
-	if cfg.Count > 0 {
-		lookups = cfg.Count
-	}
-	queries := []sqlQuery{
-		{cs: "seed-join", title: "seed join", sql: gen.SeedQuery},
-		{cs: "point-lookups", title: fmt.Sprintf("%d point lookups", lookups), sql: "SELECT Text FROM sentences WHERE SentenceId = ?", each: true},
-		{cs: "aggregate", title: "aggregate", sql: "SELECT Lang, count(*) FROM sentences GROUP BY Lang"},
-	}
-
-	ds, err := prepareSQLDataset(ctx, r, fmt.Sprintf("sentences-%d-%d.sqlite", sentences, translations), sqlDBName, cfg.rtt(), func(path string) error {
-		return gen.Sentences(path, gen.SentencesOptions{Sentences: sentences, Translations: translations, Seed: 1})
-	})
+	seed, err := prepareSeed(ctx, r)
 	if err != nil {
 		return err
 	}
+	ds, queries, sentences, translations, lookups := seed.ds, seed.queries, seed.sentences, seed.translations, seed.lookups
 	defer ds.close()
 	binary, how, err := serviceBinary(ctx, r)
 	if err != nil {
