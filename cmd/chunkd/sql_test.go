@@ -117,6 +117,17 @@ func TestSQLCommands(t *testing.T) {
 	if err == nil || !strings.Contains(errOut, "statement 2 of 2") || !strings.Contains(errOut, "403") || !strings.Contains(errOut, "not authorized: DELETE sentences") {
 		t.Fatalf("--remote, a write: err %v, %s", err, errOut)
 	}
+	// A statement that fails after its answer began (past the 64 KiB the
+	// service holds the status for): the rows before the failure are
+	// printed (a header and 4,999), as the local path prints them, then the
+	// error.
+	failing := "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 5000) " +
+		"SELECT x, printf('%040d', x) FROM c WHERE CASE WHEN x = 5000 THEN abs(-9223372036854775807 - 1) ELSE 1 END"
+	localOut, localErr, err1 := chunkd(t, "sql", "--file", v2, "-q", failing, "--format", "csv")
+	remoteOut, remoteErr, err2 := chunkd(t, "sql", "--service", svc.http, "--db", "s", "--remote", "-q", failing, "--format", "csv")
+	if err1 == nil || err2 == nil || strings.Count(localOut, "\n") != 5000 || remoteOut != localOut || !strings.Contains(remoteErr, "integer overflow") {
+		t.Fatalf("a statement failing mid-answer: local %v, %d lines, %s; remote %v, %d lines, %s", err1, strings.Count(localOut, "\n"), localErr, err2, strings.Count(remoteOut, "\n"), remoteErr)
+	}
 	out, errOut = mustChunkdErr(t, "sql", "--service", svc.http, "--db", "s", "--remote", "-q", "SELECT 1 AS one")
 	if out != "one\n1\n" || !strings.Contains(errOut, "1 rows in") && !strings.Contains(errOut, "1 row in") || !strings.Contains(errOut, "result cache") {
 		t.Fatalf("--remote: %q, %q", out, errOut)

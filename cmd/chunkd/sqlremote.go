@@ -99,6 +99,7 @@ func (r *sqlRemote) runOne(ctx context.Context, stmt, format string, w io.Writer
 			break
 		}
 		if err != nil {
+			out.flush() // the rows that came before it failed, as the local path prints them
 			return n, err
 		}
 		for i, v := range row {
