@@ -324,7 +324,7 @@ func (t *table) checkRoom() error {
 	if err := syscall.Statfs(d.dir, &st); err != nil {
 		return nil // no figures: let the download find out
 	}
-	total, avail := int64(st.Blocks)*st.Bsize, int64(st.Bavail)*st.Bsize
+	total, avail := int64(st.Blocks)*int64(st.Bsize), int64(st.Bavail)*int64(st.Bsize) // Bsize is uint32 on some systems
 	if t.size > total {
 		return fmt.Errorf("%w: %d bytes, more than the whole file system of %s (%d)", errNeverFits, t.size, d.dir, total)
 	}
