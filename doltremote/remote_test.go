@@ -476,7 +476,7 @@ func TestClone(t *testing.T) {
 				case 0:
 					// Each file once, plus what opening its index read.
 					if read < size || read > size+int64(len(m.Specs))*(64<<10) {
-						t.Errorf("cold clone read %d bytes of table files from the store, want %d and the index reads", read, size)
+						t.Errorf("cold clone read %d bytes of table files from the store, want %d and the index reads (store reads hedged so far: %+v)", read, size, r.cache.Hedges())
 					}
 					waitCached(t, r, "org/db")
 				case 1:
