@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func BenchmarkColdFirstLookup(b *testing.B) {
 	const rtt = 20 * time.Millisecond
 	far := store.WithLatency(plain, rtt, 100<<20)
 	var waited time.Duration
-	var reqs int
+	var reqs, seq int
 	for i := range b.N {
 		rec := &requestLog{Store: far}
 		svc, err := service.Start(service.Config{Cache: cache.Config{Store: rec, CacheDir: b.TempDir()}, HTTP: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
@@ -71,6 +72,7 @@ func BenchmarkColdFirstLookup(b *testing.B) {
 		cold := time.Since(start)
 		rs := rec.all()
 		reqs += len(rs)
+		seq += sequential(rs)
 		d.close()
 		// The same once the files are on disk: what the lookup costs
 		// without the store.
@@ -90,6 +92,26 @@ func BenchmarkColdFirstLookup(b *testing.B) {
 	}
 	b.ReportMetric(float64(waited)/float64(rtt)/float64(b.N), "round-trips/op")
 	b.ReportMetric(float64(reqs)/float64(b.N), "store-requests/op")
+	b.ReportMetric(float64(seq)/float64(b.N), "sequential/op")
+}
+
+// sequential returns the most requests of rs that ran one after another:
+// the longest chain in which each began once the one before had answered.
+func sequential(rs []request) int {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b request) int { return a.start.Compare(b.start) })
+	chain := make([]int, len(rs))
+	most := 0
+	for i, r := range rs {
+		chain[i] = 1
+		for j := range i {
+			if !rs[j].end.After(r.start) {
+				chain[i] = max(chain[i], chain[j]+1)
+			}
+		}
+		most = max(most, chain[i])
+	}
+	return most
 }
 
 // requestLog records when each store request began and answered (a
@@ -138,4 +160,23 @@ func (l *requestLog) Head(ctx context.Context, key string) (store.Info, error) {
 func (l *requestLog) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	defer l.add(time.Now())
 	return store.OpenRange(ctx, l.Store, key, off, n)
+}
+
+func TestSequential(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	rs := []request{
+		{start: at(0), end: at(20)},  // the root chunk
+		{start: at(1), end: at(22)},  // a stream, beside it
+		{start: at(25), end: at(45)}, // the leaf, after both
+		{start: at(30), end: at(50)}, // a background stream, beside the leaf
+	}
+	if got := sequential(rs); got != 2 {
+		t.Fatalf("sequential = %d, want 2", got)
+	}
+	if got := sequential(append(rs, request{start: at(50), end: at(70)})); got != 3 {
+		t.Fatalf("with one more after the last: %d, want 3", got)
+	}
+	if got := sequential(nil); got != 0 {
+		t.Fatalf("no requests: %d, want 0", got)
+	}
 }

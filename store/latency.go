@@ -117,7 +117,10 @@ func (l *latencyStore) OpenRange(ctx context.Context, key string, off, n int64) 
 	return &throttledReader{rc: rc, ctx: ctx, l: l, start: time.Now()}, nil
 }
 
-// throttledReader delivers a stream no faster than the emulated bandwidth.
+// throttledReader delivers a stream no faster than the emulated bandwidth,
+// and at most streamWindow bytes a Read, as a socket gives what has
+// arrived: a Read of a large buffer does not hold the first bytes back
+// until the whole buffer's transfer time has passed.
 type throttledReader struct {
 	rc    io.ReadCloser
 	ctx   context.Context
@@ -126,7 +129,14 @@ type throttledReader struct {
 	n     int64
 }
 
+// streamWindow is the most a throttled Read returns: about a TCP receive
+// window.
+const streamWindow = 64 << 10
+
 func (r *throttledReader) Read(p []byte) (int, error) {
+	if len(p) > streamWindow {
+		p = p[:streamWindow]
+	}
 	n, err := r.rc.Read(p)
 	r.n += int64(n)
 	if serr := sleep(r.ctx, time.Until(r.start.Add(r.l.transfer(r.n)))); serr != nil && err == nil {
