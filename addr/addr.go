@@ -41,6 +41,13 @@ func Of(data []byte) Addr {
 	return a
 }
 
+// OfAll sets out[i] to the address of chunks[i], for every i.
+func OfAll(chunks [][]byte, out []Addr) {
+	for i, c := range chunks {
+		out[i] = Of(c)
+	}
+}
+
 // String returns the base32 text form.
 func (a Addr) String() string { return encoding.EncodeToString(a[:]) }
 

@@ -91,6 +91,34 @@ func (c *Cache) Snapshot(ctx context.Context, db string) (Snapshot, error) {
 	return s, nil
 }
 
+// Prefetch starts downloading the named table files of database db (as in
+// Snapshot), all at once: a client is about to read each of them whole
+// (a Dolt clone listing a database's files), so each costs what its
+// whole-file read would, and admission decides as it would on that read.
+// A client that reads files a few at a time then finds the later ones on
+// their way or on disk, rather than each waiting its turn for the store.
+// Files on disk, downloading, or unknown are left as they are.
+func (c *Cache) Prefetch(ctx context.Context, db string, names []string) error {
+	d, err := c.database(ctx, db)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		d.mu.RLock()
+		t := d.byName[name]
+		d.mu.RUnlock()
+		if t == nil {
+			continue
+		}
+		if lc := t.acquireLocal(); lc != nil {
+			lc.cf.release()
+			continue
+		}
+		t.missed(t.size)
+	}
+	return nil
+}
+
 // Location is where one chunk's stored bytes are in a table file.
 type Location struct {
 	File   string // the table file's name as in Snapshot; "" if the database lacks the chunk

@@ -70,6 +70,17 @@ func (s *Service) ListTableFiles(ctx context.Context, req *remotesapi.ListTableF
 		return nil, err
 	}
 	resp = &remotesapi.ListTableFilesResponse{RootHash: snap.Root[:]}
+	// A client lists the files to read them whole (dolt clone): they are
+	// downloaded all at once, not as it asks for each.
+	var whole []string
+	for _, f := range snap.Files {
+		if !f.Appendix { // dolt clone skips appendix files
+			whole = append(whole, f.Name)
+		}
+	}
+	if err := s.c.Prefetch(ctx, snap.DB, whole); err != nil {
+		return nil, err
+	}
 	after := s.refreshAfter()
 	for _, f := range snap.Files {
 		info := &remotesapi.TableFileInfo{

@@ -550,3 +550,30 @@ func TestRangesReadLikeAFile(t *testing.T) {
 		})
 	}
 }
+
+// TestListDownloadsAll: a client that lists a database's table files
+// (dolt clone) reads them all next, a few at a time; the service starts
+// downloading every one of them at the listing, so that the files the
+// client asks for last are on disk or on their way by then.
+func TestListDownloadsAll(t *testing.T) {
+	r := newRemote(t, map[string]string{"org/classic": "remote-classic"}, cache.Config{})
+	ctx := context.Background()
+	m := fixtureManifest(t, "remote-classic")
+	if len(m.Specs) < 2 {
+		t.Fatalf("the fixture has %d table files: want several", len(m.Specs))
+	}
+	if _, err := r.rpc.ListTableFiles(ctx, &remotesapi.ListTableFilesRequest{RepoPath: "org/classic"}); err != nil {
+		t.Fatal(err)
+	}
+	// No file was asked for: only the listing can have started them.
+	if err := r.cache.WaitCached(ctx, "org/classic", 30*time.Second, nil); err != nil {
+		t.Fatalf("after ListTableFiles alone: %v", err)
+	}
+	info, err := r.cache.DBInfo(ctx, "org/classic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Tables) != len(m.Specs) {
+		t.Fatalf("%d table files on disk, want the manifest's %d", len(info.Tables), len(m.Specs))
+	}
+}
