@@ -472,6 +472,13 @@ func (c *tableCounting) Open(ctx context.Context, key string) (io.ReadCloser, st
 	return countedBody{rc, &c.bytes}, info, nil
 }
 
+// ReadTail counts one request (store.TailReader).
+func (c *tableCounting) ReadTail(ctx context.Context, key string, p []byte) (int, int64, error) {
+	n, size, err := store.ReadTail(ctx, c.Store, key, p)
+	c.count(key, n)
+	return n, size, err
+}
+
 // OpenRange counts one request for a ranged stream (store.RangeReader),
 // and its bytes as they are read.
 func (c *tableCounting) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {

@@ -157,6 +157,11 @@ func (l *requestLog) Head(ctx context.Context, key string) (store.Info, error) {
 	return l.Store.Head(ctx, key)
 }
 
+func (l *requestLog) ReadTail(ctx context.Context, key string, p []byte) (int, int64, error) {
+	defer l.add(time.Now())
+	return store.ReadTail(ctx, l.Store, key, p)
+}
+
 func (l *requestLog) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	defer l.add(time.Now())
 	return store.OpenRange(ctx, l.Store, key, off, n)

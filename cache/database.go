@@ -171,8 +171,9 @@ func (d *database) refresh(ctx context.Context) error {
 func (d *database) refreshLocked(ctx context.Context) error {
 	e := d.env
 	loader := &tableset.Loader[*table]{
-		DB:      d.mdb,
-		Timeout: e.cfg.StoreTimeout,
+		DB:        d.mdb,
+		Timeout:   e.cfg.StoreTimeout,
+		IndexTail: e.cfg.IndexTail,
 		OpenIndex: func(ctx context.Context, o tableset.Object) (*tablefile.Table, *table, error) {
 			t, err := openTable(ctx, d, o)
 			if err != nil {

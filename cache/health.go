@@ -112,6 +112,13 @@ func (w watchedStore) OpenRange(ctx context.Context, key string, off, n int64) (
 	return rc, err
 }
 
+func (w watchedStore) ReadTail(ctx context.Context, key string, p []byte) (int, int64, error) {
+	n, size, err := store.ReadTail(ctx, w.Store, key, p)
+	err = w.vanished(err)
+	w.observe(err)
+	return n, size, err
+}
+
 func (w watchedStore) Head(ctx context.Context, key string) (store.Info, error) {
 	info, err := w.Store.Head(ctx, key)
 	err = w.vanished(err)

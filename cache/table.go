@@ -77,7 +77,7 @@ func openTableNow(ctx context.Context, e *env, db string, o tableset.Object) (*t
 	}
 	t := newTable(e, db, o.Name, o.Key, o.Size, o.Appendix)
 	var err error
-	t.idx, err = tablefile.Open(storeFile{e, o.Key}, o.Size, &tablefile.Options{Tail: tableset.IndexTail(o, e.cfg.IndexTail), IndexHash: true})
+	t.idx, err = tablefile.Open(o.TailReaderAt(storeFile{e, o.Key}), o.Size, &tablefile.Options{Tail: tableset.IndexTail(o, e.cfg.IndexTail), IndexHash: true})
 	if err != nil {
 		return nil, fmt.Errorf("open index: %w", err)
 	}

@@ -335,21 +335,36 @@ func (db *DB) TableKey(name string) (string, error) {
 // (IsJournal) resolves like any file, though it is not a table file;
 // callers that want table files only must check.
 func (db *DB) ResolveTable(ctx context.Context, name string) (string, int64, error) {
-	key, err := db.TableKey(name)
+	key, size, _, err := db.ResolveTableTail(ctx, name, nil)
+	return key, size, err
+}
+
+// ResolveTableTail is ResolveTable that also reads the object's last
+// len(tail) bytes (all of it, if it is shorter) into tail, in the same
+// request where the store can (store.ReadTail): a table file's index is
+// at its end. n is how many bytes it read.
+func (db *DB) ResolveTableTail(ctx context.Context, name string, tail []byte) (key string, size int64, n int, err error) {
+	base, err := db.TableKey(name)
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
-	for _, k := range []string{key, key + ArchiveSuffix} {
-		info, err := db.s.Head(ctx, k)
+	for _, k := range []string{base, base + ArchiveSuffix} {
+		if tail == nil {
+			var info store.Info
+			info, err = db.s.Head(ctx, k)
+			size = info.Size
+		} else {
+			n, size, err = store.ReadTail(ctx, db.s, k, tail)
+		}
 		if err == nil {
-			return k, info.Size, nil
+			return k, size, n, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return "", 0, fmt.Errorf("table file %s of database %s: %w", name, db, err)
+			return "", 0, 0, fmt.Errorf("table file %s of database %s: %w", name, db, err)
 		}
 	}
-	return "", 0, fmt.Errorf("table file %s of database %s: neither %s nor %s%s exists: %w",
-		name, db, key, key, ArchiveSuffix, store.ErrNotFound)
+	return "", 0, 0, fmt.Errorf("table file %s of database %s: neither %s nor %s%s exists: %w",
+		name, db, base, base, ArchiveSuffix, store.ErrNotFound)
 }
 
 // ListDBs returns the names of the databases in s: every key prefix that

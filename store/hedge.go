@@ -335,6 +335,31 @@ func (h *Hedged) ReadAt(ctx context.Context, key string, p []byte, off int64) (i
 	return r.n, nil
 }
 
+// ReadTail reads the end of an object and its size (TailReader), hedged
+// as ReadAt is.
+func (h *Hedged) ReadTail(ctx context.Context, key string, p []byte) (int, int64, error) {
+	type read struct {
+		b    []byte
+		n    int
+		size int64
+	}
+	r, hedge, err := hedged(h, ctx, int64(len(p)), true, func(ctx context.Context, hedge bool) (read, error) {
+		b := p
+		if hedge {
+			b = make([]byte, len(p))
+		}
+		n, size, err := ReadTail(ctx, h.s, key, b)
+		return read{b, n, size}, err
+	}, nil)
+	if err != nil {
+		return r.n, r.size, err
+	}
+	if hedge {
+		copy(p, r.b[:r.n])
+	}
+	return r.n, r.size, nil
+}
+
 // Get reads a whole object, hedged.
 func (h *Hedged) Get(ctx context.Context, key string) ([]byte, error) {
 	b, _, err := hedged(h, ctx, 0, false, func(ctx context.Context, _ bool) ([]byte, error) { return h.s.Get(ctx, key) }, nil)

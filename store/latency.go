@@ -117,6 +117,19 @@ func (l *latencyStore) OpenRange(ctx context.Context, key string, off, n int64) 
 	return &throttledReader{rc: rc, ctx: ctx, l: l, start: time.Now()}, nil
 }
 
+// ReadTail waits a round trip and the tail's transfer time, as ReadAt does:
+// one request (store.TailReader), whatever s does underneath.
+func (l *latencyStore) ReadTail(ctx context.Context, key string, p []byte) (int, int64, error) {
+	if err := l.wait(ctx, "read", key, l.rtt); err != nil {
+		return 0, 0, err
+	}
+	n, size, err := ReadTail(ctx, l.s, key, p)
+	if werr := l.wait(ctx, "read", key, l.transfer(int64(n))); werr != nil && err == nil {
+		return n, size, werr
+	}
+	return n, size, err
+}
+
 // throttledReader delivers a stream no faster than the emulated bandwidth,
 // and at most streamWindow bytes a Read, as a socket gives what has
 // arrived: a Read of a large buffer does not hold the first bytes back

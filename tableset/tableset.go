@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -63,6 +64,31 @@ type Object struct {
 	Appendix bool
 	// Chunks is the file's chunk count as the manifest gives it.
 	Chunks uint32
+	// Tail is the object's last bytes, read with its size (store.ReadTail)
+	// when it was looked up: the index's first read (TailReaderAt).
+	Tail []byte
+}
+
+// TailReaderAt returns a reader of o's bytes that answers reads within
+// o.Tail from it and reads the rest through r.
+func (o Object) TailReaderAt(r io.ReaderAt) io.ReaderAt {
+	if len(o.Tail) == 0 {
+		return r
+	}
+	return tailReader{r: r, at: o.Size - int64(len(o.Tail)), tail: o.Tail}
+}
+
+type tailReader struct {
+	r    io.ReaderAt
+	at   int64 // where tail starts in the object
+	tail []byte
+}
+
+func (t tailReader) ReadAt(p []byte, off int64) (int, error) {
+	if off >= t.at && off+int64(len(p)) <= t.at+int64(len(t.tail)) {
+		return copy(p, t.tail[off-t.at:]), nil
+	}
+	return t.r.ReadAt(p, off)
 }
 
 // IndexTail is how many bytes to read from the end of o in the first read
@@ -239,13 +265,17 @@ func (l *Loader[T]) Open(ctx context.Context, m *manifest.Manifest, have func(na
 
 // open finds one table file in the store and opens its index.
 func (l *Loader[T]) open(ctx context.Context, name string, chunks uint32, appendix bool) (*File[T], error) {
+	// The index is at the file's end: read as much of it as its first
+	// read would with the file's size, in one request where the store can.
+	least := orDefault(l.IndexTail, DefaultIndexTail)
+	tail := make([]byte, IndexTail(Object{Chunks: chunks, Size: math.MaxInt64}, least))
 	rctx, cancel := l.request(ctx)
-	key, size, err := l.DB.ResolveTable(rctx, name)
+	key, size, n, err := l.DB.ResolveTableTail(rctx, name, tail)
 	cancel()
 	if err != nil {
 		return nil, l.timedOut(ctx, err)
 	}
-	o := Object{Name: name, Key: key, Size: size, Appendix: appendix, Chunks: chunks}
+	o := Object{Name: name, Key: key, Size: size, Appendix: appendix, Chunks: chunks, Tail: tail[:n]}
 	var (
 		idx *tablefile.Table
 		v   T
@@ -253,7 +283,7 @@ func (l *Loader[T]) open(ctx context.Context, name string, chunks uint32, append
 	if l.OpenIndex != nil {
 		idx, v, err = l.OpenIndex(ctx, o)
 	} else {
-		idx, err = tablefile.Open(&storeReader{ctx: ctx, s: l.DB.Store(), key: key, timeout: l.Timeout}, size, &tablefile.Options{Tail: IndexTail(o, orDefault(l.IndexTail, DefaultIndexTail))})
+		idx, err = tablefile.Open(o.TailReaderAt(&storeReader{ctx: ctx, s: l.DB.Store(), key: key, timeout: l.Timeout}), size, &tablefile.Options{Tail: IndexTail(o, least)})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("database %s: open table file %s: %w", l.DB, key, l.timedOut(ctx, err))

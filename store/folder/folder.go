@@ -231,6 +231,30 @@ func (s *Store) ReadAt(ctx context.Context, key string, p []byte, off int64) (in
 	return n, nil
 }
 
+// ReadTail reads the last len(p) bytes of key, or all of it if it is
+// shorter, and returns its size (store.TailReader), from one open file.
+func (s *Store) ReadTail(ctx context.Context, key string, p []byte) (int, int64, error) {
+	path, err := s.begin(ctx, "read", key)
+	if err != nil {
+		return 0, 0, err
+	}
+	f, fi, err := openFile(path)
+	if err != nil {
+		return 0, 0, s.fail("read", key, err)
+	}
+	defer f.Close()
+	size := fi.Size()
+	n := int(min(int64(len(p)), size))
+	m, err := f.ReadAt(p[:n], size-int64(n))
+	if err == io.EOF && m == n {
+		err = nil
+	}
+	if err != nil {
+		return m, size, s.fail("read", key, err)
+	}
+	return m, size, nil
+}
+
 // Get reads the whole object.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	path, err := s.begin(ctx, "get", key)

@@ -700,6 +700,62 @@ func (s *Store) OpenRange(ctx context.Context, key string, off, n int64) (io.Rea
 	return store.ExactStream(&stream{body: body, c: c}, n, what), nil
 }
 
+// ReadTail reads the last len(p) bytes of key, or all of it if it is
+// shorter, with one GET of a suffix range ("bytes=-N"), and returns the
+// object's size from the answer's Content-Range (store.TailReader).
+func (s *Store) ReadTail(ctx context.Context, key string, p []byte) (int, int64, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return 0, 0, fmt.Errorf("s3 read: %w", err)
+	}
+	if len(p) == 0 {
+		info, err := s.Head(ctx, key)
+		return 0, info.Size, err
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(0, -int64(len(p))); err != nil {
+		return 0, 0, err
+	}
+	c, body, oi, hdr, err := s.startGet(ctx, key, obj, opts, func(err error) error {
+		if er := (minio.ErrorResponse{}); errors.As(err, &er) && er.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+			return errEmptyObject // a suffix range of an empty object
+		}
+		return nil
+	})
+	if errors.Is(err, errEmptyObject) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.cancel()
+	defer body.Close()
+	size := oi.Size // the whole object, when the server ignored the range
+	if cr := hdr.Get("Content-Range"); cr != "" {
+		// "bytes first-last/total"
+		i := strings.LastIndexByte(cr, '/')
+		t, perr := strconv.ParseInt(cr[i+1:], 10, 64)
+		if i < 0 || perr != nil {
+			return 0, 0, c.fail(fmt.Errorf("%w: Content-Range %q", errTransfer, cr))
+		}
+		size = t
+	}
+	n := int(min(int64(len(p)), size))
+	if skip := size - int64(n); hdr.Get("Content-Range") == "" && skip > 0 {
+		if _, err := io.CopyN(io.Discard, body, skip); err != nil {
+			return 0, 0, c.fail(fmt.Errorf("%w: %v", errTransfer, err))
+		}
+	}
+	m, err := readFull(body, p[:n])
+	if err != nil {
+		return m, size, c.fail(err)
+	}
+	return m, size, nil
+}
+
+// errEmptyObject: a suffix range of an empty object is not satisfiable.
+var errEmptyObject = errors.New("empty object")
+
 // stream is an object being read; closing it ends its request.
 type stream struct {
 	body io.ReadCloser

@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ReadAt", testReadAt},
 		{"OpenStream", testOpenStream},
 		{"OpenRange", testOpenRange},
+		{"ReadTail", testReadTail},
 		{"Head", testHead},
 		{"List", testList},
 		{"ListTimes", testListTimes},
@@ -253,6 +254,34 @@ func testOpenRange(t *testing.T, s store.Store) {
 	if err := rc.Close(); err != nil {
 		t.Errorf("closing a half-read range: %v", err)
 	}
+}
+
+// testReadTail reads the ends of objects with store.ReadTail: the store's
+// own (a TailReader) where it has one.
+func testReadTail(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	data := pattern(200_000, 9)
+	mustPut(t, s, "obj", data)
+	mustPut(t, s, "empty", nil)
+	for _, c := range []struct {
+		key  string
+		want []byte
+		p    int
+	}{
+		{"obj", data[len(data)-1:], 1},
+		{"obj", data[len(data)-65536:], 65536},
+		{"obj", data, len(data)},
+		{"obj", data, len(data) + 1000}, // longer than the object: all of it
+		{"empty", nil, 100},
+	} {
+		p := make([]byte, c.p)
+		n, size, err := store.ReadTail(ctx, s, c.key, p)
+		if err != nil || size != int64(len(c.want)) && c.key == "empty" || c.key == "obj" && size != int64(len(data)) || !bytes.Equal(p[:n], c.want) {
+			t.Errorf("ReadTail(%s, %d bytes): %d bytes, size %d, %v; want the last %d bytes", c.key, c.p, n, size, err, len(c.want))
+		}
+	}
+	_, _, err := store.ReadTail(ctx, s, "missing", make([]byte, 10))
+	wantErr(t, "ReadTail of a missing object", err, store.ErrNotFound)
 }
 
 func testHead(t *testing.T, s store.Store) {
