@@ -43,19 +43,11 @@
 	VMOVDQA Y2, (off*4+64)(R12); \
 	VMOVDQA Y3, (off*4+96)(R12)
 
-// SCHED computes the W word at off(R13):
-// σ1(W[t-2]) + W[t-7] + σ0(W[t-15]) + W[t-16].
-#define SCHED(off, x, s, t1, t2, t3) \
-	VMOVDQA (off-64)(R13), x; \
-	VPSRLQ $19, x, s; \
-	VPSLLQ $45, x, t1; \
-	VPSRLQ $61, x, t2; \
-	VPSLLQ $3, x, t3; \
-	VPXOR t1, s, s; \
-	VPXOR t3, t2, t2; \
-	VPSRLQ $6, x, x; \
-	VPXOR t2, s, s; \
-	VPXOR x, s, s; \
+// SCHED computes W[t] = σ1(W[t-2]) + W[t-7] + σ0(W[t-15]) + W[t-16] at
+// off(R13). w holds W[t-2] on entry and W[t] on exit: the recurrence through
+// W[t-2] stays in a register (through memory, store-to-load forwarding made
+// it the schedule's bottleneck).
+#define SCHED(off, w, x, s, t1, t2, t3) \
 	VMOVDQA (off-480)(R13), x; \
 	VPSRLQ $1, x, t1; \
 	VPSLLQ $63, x, t2; \
@@ -64,10 +56,19 @@
 	VPSRLQ $7, x, x; \
 	VPXOR t3, x, x; \
 	VPXOR t1, x, x; \
-	VPADDQ (off-224)(R13), s, s; \
+	VPADDQ (off-224)(R13), x, x; \
 	VPADDQ (off-512)(R13), x, x; \
-	VPADDQ x, s, s; \
-	VMOVDQA s, off(R13)
+	VPSRLQ $19, w, s; \
+	VPSLLQ $45, w, t1; \
+	VPSRLQ $61, w, t2; \
+	VPSLLQ $3, w, t3; \
+	VPXOR t1, s, s; \
+	VPXOR t3, t2, t2; \
+	VPSRLQ $6, w, w; \
+	VPXOR t2, s, s; \
+	VPXOR w, s, s; \
+	VPADDQ x, s, w; \
+	VMOVDQA w, off(R13)
 
 // ROUND is round t, W[t] at off(R13) and K[t] at off(SI). It leaves T1+T2
 // (the next a) in h and d+T1 (the next e) in d; the caller renames.
@@ -88,8 +89,8 @@
 	VPXOR g, f, Y9; \
 	VPAND e, Y9, Y9; \
 	VPXOR g, Y9, Y9; \
-	VPADDQ Y8, h, h; \
 	VPADDQ Y9, h, h; \
+	VPADDQ Y8, h, h; \
 	VPADDQ h, d, d; \
 	VPSRLQ $28, a, Y8; \
 	VPSLLQ $36, a, Y9; \
@@ -130,10 +131,12 @@ block:
 
 	LEAQ 512(R12), R13
 	MOVQ $32, AX
+	VMOVDQA 448(R12), Y10
+	VMOVDQA 480(R12), Y11
 
 sched:
-	SCHED(0, Y0, Y1, Y2, Y3, Y4)
-	SCHED(32, Y5, Y6, Y7, Y8, Y9)
+	SCHED(0, Y10, Y0, Y1, Y2, Y3, Y4)
+	SCHED(32, Y11, Y5, Y6, Y7, Y8, Y9)
 	ADDQ $64, R13
 	DECQ AX
 	JNZ  sched
