@@ -47,3 +47,20 @@ func BenchmarkSums(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBlocks4AVX2 measures the assembly alone: 64 blocks in each lane a
+// call, no lane manager.
+func BenchmarkBlocks4AVX2(b *testing.B) {
+	if !haveAVX2 {
+		b.Skip("this CPU has no AVX2")
+	}
+	data := make([]byte, 4*64*blockSize)
+	var st lanes
+	for l := range 4 {
+		st.p[l] = &data[l*64*blockSize]
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		blocks4AVX2(&st, 64)
+	}
+}
