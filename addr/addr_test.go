@@ -52,3 +52,71 @@ func TestOrderMatchesText(t *testing.T) {
 		t.Fatal("text order differs from byte order")
 	}
 }
+
+func TestOfAll(t *testing.T) {
+	// More chunks than OfAll hashes in one go, of mixed sizes, some sharing memory.
+	big := make([]byte, 70000)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	var chunks [][]byte
+	for i := range 150 {
+		switch i % 5 {
+		case 0:
+			chunks = append(chunks, big[i:i+4096])
+		case 1:
+			chunks = append(chunks, big[:i*400])
+		case 2:
+			chunks = append(chunks, nil)
+		default:
+			chunks = append(chunks, big[i*3:i*3+i])
+		}
+	}
+	out := make([]Addr, len(chunks)+1)
+	OfAll(chunks, out)
+	for i, c := range chunks {
+		if want := Of(c); out[i] != want {
+			t.Fatalf("chunk %d (%d bytes): OfAll gave %s, Of gives %s", i, len(c), out[i], want)
+		}
+	}
+	if !out[len(chunks)].IsEmpty() {
+		t.Fatalf("OfAll wrote past the last chunk's address")
+	}
+	OfAll(nil, nil)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("OfAll with 2 chunks and room for 1 address did not panic")
+			}
+		}()
+		OfAll(chunks[:2], out[:1])
+	}()
+}
+
+// BenchmarkOfAll hashes 256 chunks of 4 KiB (SQLite pages) with Of in a loop
+// and with OfAll, side by side.
+func BenchmarkOfAll(b *testing.B) {
+	chunks := make([][]byte, 256)
+	for i := range chunks {
+		chunks[i] = make([]byte, 4096)
+		for j := range chunks[i] {
+			chunks[i][j] = byte(i ^ j*31)
+		}
+	}
+	out := make([]Addr, len(chunks))
+	b.Run("Of", func(b *testing.B) {
+		b.SetBytes(int64(len(chunks) * 4096))
+		for b.Loop() {
+			for i, c := range chunks {
+				out[i] = Of(c)
+			}
+		}
+	})
+	b.Run("OfAll", func(b *testing.B) {
+		b.SetBytes(int64(len(chunks) * 4096))
+		b.ReportAllocs()
+		for b.Loop() {
+			OfAll(chunks, out)
+		}
+	})
+}

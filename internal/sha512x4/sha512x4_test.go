@@ -15,7 +15,7 @@ func paths(t testing.TB) []path {
 	if haveAVX2 {
 		ps = append(ps, pathAVX2)
 	} else {
-		t.Logf("this CPU has no AVX2: the assembly is not tested")
+		t.Logf("no AVX2 assembly in this build (another architecture, a CPU without AVX2, or the purego tag): it is not tested")
 	}
 	return ps
 }
@@ -203,7 +203,7 @@ func TestResume(t *testing.T) {
 // and blocks, lane by lane, without the lane manager.
 func TestAVX2MatchesGo(t *testing.T) {
 	if !haveAVX2 {
-		t.Skip("this CPU has no AVX2")
+		t.Skip("no AVX2 assembly in this build (another architecture, a CPU without AVX2, or the purego tag)")
 	}
 	r := rand.New(rand.NewPCG(17, 18))
 	for trial := range 50 {
