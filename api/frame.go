@@ -227,6 +227,10 @@ func (fr *FrameReader) Next() (Frame, error) {
 	return f, nil
 }
 
+// Buffered returns how many bytes of the stream are read ahead, in hand:
+// more than zero says the next frame has begun to arrive.
+func (fr *FrameReader) Buffered() int { return fr.r.Buffered() }
+
 // All iterates over the frames to the end of the stream: each frame with
 // a nil error, and at the end nothing more, or the error that stopped it
 // (as Next returns it) with a zero Frame.

@@ -188,58 +188,87 @@ func (dl *download) readChunk(e tablefile.Entry) ([]byte, error) {
 		return nil, err
 	}
 	dl.t.env.metrics.diskReads.Inc()
-	return dl.decodeOrProve(e, stored)
+	data, err := dl.decodeOrProve([]tablefile.Entry{e}, [][]byte{stored})
+	if err != nil {
+		return nil, err
+	}
+	return data[0], nil
 }
 
-// decodeOrProve decodes chunk e's stored bytes, read from the download's
-// file: checked as a cached file's are when its unit is proven (decode);
-// else proven, once (decoded and hashed to its address), and recorded so
-// when the chunk is its unit's whole extent (a classic record, an archive
-// chunk's span).
-// A chunk that fails its proof fails the download: the store's copy is
-// corrupt.
-func (dl *download) decodeOrProve(e tablefile.Entry, stored []byte) ([]byte, error) {
-	k, k1 := dl.m.unitsOverlapping(int64(e.Offset), int64(e.End()))
-	var u tablefile.Unit
-	mine := k1 == k+1
-	if mine {
-		u = dl.m.units[k]
-		mine = u.Kind == tablefile.UnitChunk && u.Offset == e.Offset && u.Length == uint64(e.Length)
-	}
-	done := false
-	if mine {
-		dl.mu.Lock()
-		done = dl.unitDone[k]
-		dl.mu.Unlock()
-	}
-	if done {
-		return dl.decode(e, stored)
-	}
+// decodeOrProve decodes chunks es from their stored bytes, read from the
+// download's file: each checked as a cached file's chunks are when its
+// unit is proven (decode); else proven, once (decoded and hashed to its
+// address, those chunks together: addr.OfAll), and recorded so when the
+// chunk is its unit's whole extent (a classic record, an archive chunk's
+// span). A chunk that fails its proof fails the download: the store's
+// copy is corrupt.
+func (dl *download) decodeOrProve(es []tablefile.Entry, stored [][]byte) ([][]byte, error) {
 	t := dl.t
-	t.env.metrics.proofs.Inc()
-	data, err := dl.view.Decode(e, stored)
-	if err == nil {
-		if got := addr.Of(data); got != e.Addr {
-			err = &tablefile.CorruptError{Offset: int64(e.Offset), Addr: e.Addr.String(), Reason: "contents hash to " + got.String()}
+	out := make([][]byte, len(es))
+	units := make([]int, len(es)) // each chunk's unit if it is its unit's whole extent, else -1
+	var unproven []int
+	for i, e := range es {
+		k, k1 := dl.m.unitsOverlapping(int64(e.Offset), int64(e.End()))
+		units[i] = -1
+		if k1 == k+1 && dl.m.units[k].Kind == tablefile.UnitChunk && dl.m.units[k].Offset == e.Offset && dl.m.units[k].Length == uint64(e.Length) {
+			units[i] = k
+			dl.mu.Lock()
+			done := dl.unitDone[k]
+			dl.mu.Unlock()
+			if done {
+				data, err := dl.decode(e, stored[i])
+				if err != nil {
+					return nil, err
+				}
+				out[i] = data
+				continue
+			}
+		}
+		t.env.metrics.proofs.Inc()
+		data, err := dl.view.Decode(e, stored[i])
+		if err != nil {
+			return nil, dl.proofFailed(err)
+		}
+		out[i] = data
+		unproven = append(unproven, i)
+	}
+	if len(unproven) == 0 {
+		return out, nil
+	}
+	data := make([][]byte, len(unproven))
+	for j, i := range unproven {
+		data[j] = out[i]
+	}
+	sums := make([]addr.Addr, len(unproven))
+	addr.OfAll(data, sums)
+	for j, i := range unproven {
+		if e := es[i]; sums[j] != e.Addr {
+			return nil, dl.proofFailed(&tablefile.CorruptError{Offset: int64(e.Offset), Addr: e.Addr.String(), Reason: "contents hash to " + sums[j].String()})
 		}
 	}
-	if err != nil {
-		t.env.metrics.proofFailures.Inc()
-		dl.fail(err)
-		return nil, t.corruptInStore(err)
-	}
-	if !mine {
-		return data, nil // proven for this read; its unit is proven with its block
-	}
-	var sums []spanSum
-	if u.Span != 0 {
-		sums = []spanSum{{u.Span, crc32.Checksum(stored, castagnoli)}}
-	}
 	dl.mu.Lock()
-	dl.markProven(k, k+1, sums)
+	defer dl.mu.Unlock()
+	for _, i := range unproven {
+		k := units[i]
+		if k < 0 {
+			continue // proven for this read; its unit is proven with its block
+		}
+		var sums []spanSum
+		if u := dl.m.units[k]; u.Span != 0 {
+			sums = []spanSum{{u.Span, crc32.Checksum(stored[i], castagnoli)}}
+		}
+		dl.markProven(k, k+1, sums)
+	}
 	dl.wake()
-	dl.mu.Unlock()
-	return data, nil
+	return out, nil
+}
+
+// proofFailed fails the download with err, a chunk that failed its
+// proof: the store's copy is corrupt.
+func (dl *download) proofFailed(err error) error {
+	dl.t.env.metrics.proofFailures.Inc()
+	dl.fail(err)
+	return dl.t.corruptInStore(err)
 }
 
 // decode checks and decodes chunk e's stored bytes, read from proven

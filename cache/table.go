@@ -159,6 +159,30 @@ func (t *table) prove(e tablefile.Entry, stored []byte) ([]byte, error) {
 	return data, err
 }
 
+// proveAll is prove for entries es, whose stored bytes buf holds from
+// offset off: decoded one by one, then hashed together (addr.OfAll).
+func (t *table) proveAll(es []tablefile.Entry, buf []byte, off uint64) ([][]byte, error) {
+	t.env.metrics.proofs.Add(float64(len(es)))
+	data := make([][]byte, len(es))
+	for i, e := range es {
+		d, err := t.idx.Decode(e, buf[e.Offset-off:e.End()-off])
+		if err != nil {
+			t.env.metrics.proofFailures.Inc()
+			return nil, err
+		}
+		data[i] = d
+	}
+	sums := make([]addr.Addr, len(es))
+	addr.OfAll(data, sums)
+	for i, e := range es {
+		if sums[i] != e.Addr {
+			t.env.metrics.proofFailures.Inc()
+			return nil, &tablefile.CorruptError{Offset: int64(e.Offset), Addr: e.Addr.String(), Reason: "contents hash to " + sums[i].String()}
+		}
+	}
+	return data, nil
+}
+
 // read returns the chunk at e, with the tier that served it. Under the
 // NotFound miss policy a miss returns nil data.
 func (t *table) read(ctx context.Context, e tablefile.Entry) ([]byte, api.Tier, error) {
@@ -302,20 +326,25 @@ type chunkRead struct {
 // readRanges reads entries from r in merged ranges and decodes each with
 // decode, stopping at the first range that fails (a range is all or
 // nothing): it returns what it read and the entries it did not.
-func (t *table) readRanges(r io.ReaderAt, entries []tablefile.Entry, decode func(tablefile.Entry, []byte) ([]byte, error)) (got []chunkRead, rest []tablefile.Entry, err error) {
+func (t *table) readRanges(r io.ReaderAt, entries []tablefile.Entry, decode func([]tablefile.Entry, [][]byte) ([][]byte, error)) (got []chunkRead, rest []tablefile.Entry, err error) {
 	ranges := tablefile.MergeRanges(entries, 0, 1<<20)
 	for i, rg := range ranges {
 		buf := make([]byte, rg.Length)
 		_, err = r.ReadAt(buf, int64(rg.Offset))
 		t.env.metrics.diskReads.Inc()
-		reads := make([]chunkRead, 0, len(rg.Entries))
-		for _, e := range rg.Entries {
-			if err != nil {
-				break
+		var reads []chunkRead
+		if err == nil {
+			stored := make([][]byte, len(rg.Entries))
+			for k, e := range rg.Entries {
+				stored[k] = buf[e.Offset-rg.Offset : e.End()-rg.Offset]
 			}
-			var data []byte
-			data, err = decode(e, buf[e.Offset-rg.Offset:e.End()-rg.Offset])
-			reads = append(reads, chunkRead{e, data})
+			var data [][]byte
+			if data, err = decode(rg.Entries, stored); err == nil {
+				reads = make([]chunkRead, len(rg.Entries))
+				for k, e := range rg.Entries {
+					reads[k] = chunkRead{e, data[k]}
+				}
+			}
 		}
 		if err != nil {
 			for _, r := range ranges[i:] {
@@ -326,6 +355,22 @@ func (t *table) readRanges(r io.ReaderAt, entries []tablefile.Entry, decode func
 		got = append(got, reads...)
 	}
 	return got, nil, nil
+}
+
+// decodeEach decodes chunks one by one with view (a verified copy's:
+// checked, not hashed), for readRanges.
+func decodeEach(view *tablefile.Table) func([]tablefile.Entry, [][]byte) ([][]byte, error) {
+	return func(es []tablefile.Entry, stored [][]byte) ([][]byte, error) {
+		out := make([][]byte, len(es))
+		for i, e := range es {
+			data, err := view.Decode(e, stored[i])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = data
+		}
+		return out, nil
+	}
 }
 
 // readMany reads entries of this file, merging nearby records into single
@@ -343,7 +388,7 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 	)
 	if lc := t.acquireLocal(); lc != nil {
 		var err error
-		got, remote, err = t.readRanges(lc.cf, entries, lc.view.Decode)
+		got, remote, err = t.readRanges(lc.cf, entries, decodeEach(lc.view))
 		lc.cf.release()
 		tier = api.TierDisk
 		if err != nil {
@@ -495,14 +540,14 @@ func (t *table) readRemote(ctx context.Context, entries []tablefile.Entry, fn fu
 			cancel()
 			continue
 		}
-		for _, en := range res.r.Entries {
-			data, err := t.prove(en, res.buf[en.Offset-res.r.Offset:en.End()-res.r.Offset])
-			if err != nil {
-				firstErr = t.corruptInStore(err)
-			} else {
-				firstErr = fn(en, data, api.TierStore)
-			}
-			if firstErr != nil {
+		data, err := t.proveAll(res.r.Entries, res.buf, res.r.Offset)
+		if err != nil {
+			firstErr = t.corruptInStore(err)
+			cancel()
+			continue
+		}
+		for i, en := range res.r.Entries {
+			if firstErr = fn(en, data[i], api.TierStore); firstErr != nil {
 				cancel()
 				break
 			}

@@ -609,6 +609,39 @@ func TestServiceCutsBatchShort(t *testing.T) {
 	}
 }
 
+// TestServiceLiesInBatch: a service that sends the right bytes for some
+// chunks of a batch and wrong ones for others, in one buffered answer
+// (the client checks buffered answers together): each wrong one is
+// caught and read from the store, each right one is taken.
+func TestServiceLiesInBatch(t *testing.T) {
+	s := newStore(t)
+	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 40})
+	all := db.All()
+	srv := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		as, err := api.ReadAddresses(r.Body)
+		if err != nil {
+			api.WriteError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		fw := api.NewFrameWriter(w)
+		for i, a := range as {
+			data := db.Chunks[a]
+			if i%3 == 1 {
+				data = append([]byte("x"), data...)
+			}
+			fw.WriteFrame(uint32(i), true, api.TierDisk, data)
+		}
+		fw.Flush()
+	}))
+	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, MemBytes: -1})
+	getMany(t, c, db, all)
+	st := c.Stats()
+	bad := int64(len(all)+1) / 3
+	if st.ServiceBad != bad || st.Store.Chunks != bad || st.Service.Chunks != int64(len(all))-bad {
+		t.Fatalf("%d chunks, every third wrong: %v", len(all), st)
+	}
+}
+
 // rewrite applies change to the stored bytes of the table file key.
 func rewrite(t testing.TB, s store.Store, key string, change func([]byte)) {
 	t.Helper()

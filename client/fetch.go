@@ -410,18 +410,19 @@ func (c *Client) keep(a addr.Addr, data []byte) {
 // the coordinator each answer, checked against its address, then done.
 func (c *Client) askService(ctx context.Context, want []addr.Addr, ks []int, send func(item)) {
 	start := time.Now()
-	deliver := func(k int, r reply) {
+	// deliver sends the answer r for want[k], checked against its
+	// address (sum: its contents' address, computed by the caller).
+	deliver := func(k int, r reply, sum addr.Addr) {
 		it := item{src: fromService, k: k, tier: r.tier}
 		switch {
 		case !r.found:
 			c.ctr.svcNotFound.Add(1)
 			it.err = ErrNotFound
-		case addr.Of(r.data) != want[k]:
+		case sum != want[k]:
 			c.ctr.svcBad.Add(1)
-			got := addr.Of(r.data)
 			c.log.Warn("cache service sent a chunk that does not match its address; reading it from the store",
-				"service", c.svc.String(), "db", c.opts.DB, "address", want[k].String(), "hashes_to", got.String(), "tier", r.tier.String())
-			it.err = &ChunkError{Addr: want[k], Tier: TierService, From: c.svc.String(), Err: corruptHash(got)}
+				"service", c.svc.String(), "db", c.opts.DB, "address", want[k].String(), "hashes_to", sum.String(), "tier", r.tier.String())
+			it.err = &ChunkError{Addr: want[k], Tier: TierService, From: c.svc.String(), Err: corruptHash(sum)}
 		default:
 			it.ok, it.data = true, r.data
 		}
@@ -432,18 +433,68 @@ func (c *Client) askService(ctx context.Context, want []addr.Addr, ks []int, sen
 		c.ctr.svcRequests.Add(1)
 		var r reply
 		if r, err = c.svc.get(ctx, want[ks[0]]); err == nil {
-			deliver(ks[0], r)
+			deliver(ks[0], r, addr.Of(r.data))
 		}
 	} else {
 		as := make([]addr.Addr, len(ks))
 		for j, k := range ks {
 			as[j] = want[k]
 		}
-		err = c.serviceBatches(ctx, as, func(j int, r reply) { deliver(ks[j], r) })
+		// Answers already in hand are checked together (addr.OfAll,
+		// several chunks at once), one request's at a time: the answers
+		// of a request come in one goroutine.
+		held := make([]heldAnswers, (len(as)+api.MaxBatch-1)/api.MaxBatch)
+		err = c.serviceBatches(ctx, as, func(j int, r reply) {
+			h := &held[j/api.MaxBatch]
+			h.add(ks[j], r)
+			if !r.more || h.full() {
+				h.flush(deliver)
+			}
+		})
+		for i := range held {
+			held[i].flush(deliver) // a request cut short
+		}
 	}
 	c.ctr.svcTime.Add(int64(time.Since(start)))
 	c.serviceDone(ctx, err)
 	send(item{src: fromService, done: true, ks: ks})
+}
+
+// heldAnswers are a request's answers held to be checked together.
+type heldAnswers struct {
+	ks      []int
+	replies []reply
+	data    [][]byte
+	sums    []addr.Addr
+}
+
+// checkTogether is the most answers checked at once.
+const checkTogether = 16
+
+func (h *heldAnswers) add(k int, r reply) {
+	h.ks = append(h.ks, k)
+	h.replies = append(h.replies, r)
+}
+
+func (h *heldAnswers) full() bool { return len(h.ks) >= checkTogether }
+
+// flush hashes the held answers' chunks together and delivers each.
+func (h *heldAnswers) flush(deliver func(k int, r reply, sum addr.Addr)) {
+	n := len(h.ks)
+	if n == 0 {
+		return
+	}
+	h.data = h.data[:0]
+	for _, r := range h.replies {
+		h.data = append(h.data, r.data)
+	}
+	h.sums = append(h.sums[:0], make([]addr.Addr, n)...)
+	addr.OfAll(h.data, h.sums)
+	for i, k := range h.ks {
+		deliver(k, h.replies[i], h.sums[i])
+	}
+	h.ks, h.replies = h.ks[:0], h.replies[:0]
+	clear(h.data)
 }
 
 // serviceBatches asks the service for as in requests of at most

@@ -344,6 +344,7 @@ func (lc *leanConn) roundTrip(as []addr.Addr, fn func(j int, r reply)) (int, boo
 			// answer is left to read on it.
 			return j, k && j == len(as)-1, err
 		}
+		r.more = j < len(as)-1 && lc.br.Buffered() > 0
 		fn(j, r)
 		if keep = k; !keep && j < len(as)-1 {
 			// The service ends the connection after this answer (it is

@@ -25,6 +25,10 @@ type reply struct {
 	data  []byte
 	tier  api.Tier
 	found bool
+	// more says the next answer of the same batch is already in hand
+	// (buffered): the caller may hold this one to check both together
+	// (addr.OfAll), at no cost in latency.
+	more bool
 }
 
 // service is a cache service connection, over HTTP or gRPC. A database
@@ -318,7 +322,8 @@ func (h *httpService) getManyNet(ctx context.Context, as []addr.Addr, fn func(j 
 	}
 	seen := make([]bool, len(as))
 	got := 0
-	for f, err := range api.NewFrameReader(resp.Body).All() {
+	fr := api.NewFrameReader(resp.Body)
+	for f, err := range fr.All() {
 		if err != nil {
 			return &serviceError{err: fmt.Errorf("cache service %s: batch cut short after %d of %d chunks: %w", h.base, got, len(as), err)}
 		}
@@ -327,7 +332,7 @@ func (h *httpService) getManyNet(ctx context.Context, as []addr.Addr, fn func(j 
 		}
 		seen[f.Index] = true
 		got++
-		fn(int(f.Index), reply{data: f.Data, tier: f.Tier, found: f.Found})
+		fn(int(f.Index), reply{data: f.Data, tier: f.Tier, found: f.Found, more: fr.Buffered() > 0})
 	}
 	if got < len(as) {
 		return &serviceError{err: fmt.Errorf("cache service %s: batch ended after %d of %d chunks", h.base, got, len(as))}
