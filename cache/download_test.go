@@ -2,16 +2,13 @@ package cache
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/api"
 	"github.com/chunkd/chunkd/internal/testdb"
 	"github.com/chunkd/chunkd/store"
@@ -351,63 +348,5 @@ func TestCorruptNeighbourInBlock(t *testing.T) {
 	}
 	if _, err := f.cache.GetChunk(ctx, "db1", file.Addrs[last]); KindOf(err) != KindCorrupt {
 		t.Fatalf("the corrupt chunk: %v", err)
-	}
-}
-
-// A scan (a read of 16 chunks or more at once: a client's read-ahead)
-// of a file whose background stream is stalled takes the blocks after it
-// from that stream for streams of its own, which bring them several at
-// once: the next reads do not wait on the one stream.
-func TestScanReadsAhead(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 2000}, Config{MemBytes: 1, hedge: fastHedge})
-	file := f.db.Files[0]
-	f.fs.HoldAt.Store(1) // every stream holds after its first byte
-	defer f.fs.Gate.Open()
-	f.get(file.Addrs[0]) // read through; starts the download
-	tab := f.cache.dbs["db1"].tables[0]
-	dl := tab.acquireDownload(true)
-	if dl == nil {
-		t.Fatal("no download")
-	}
-	defer tab.releaseDownload(dl)
-	// Wait for a background stream to claim the file's start.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		dl.mu.Lock()
-		claimed := dl.owner[dl.m.count()/2] != nil && !dl.owner[dl.m.count()/2].prove
-		dl.mu.Unlock()
-		if claimed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no background stream claimed the file's middle")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	// The scan's batch: the chunks at the start of the file.
-	es := tab.idx.Entries()
-	slices.SortFunc(es, func(a, b tablefile.Entry) int { return cmp.Compare(a.Offset, b.Offset) })
-	var batch []addr.Addr
-	for _, e := range es[:scanBatch] {
-		batch = append(batch, e.Addr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := f.cache.GetChunks(ctx, "db1", batch, func(i int, r Result) error {
-		if !r.Found || !bytes.Equal(r.Data, f.db.Chunks[batch[i]]) {
-			t.Errorf("chunk %d of the scan: found %v, wrong bytes", i, r.Found)
-		}
-		return nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	end := int64(es[scanBatch-1].End())
-	b := dl.blockOf(end) + 1
-	dl.mu.Lock()
-	s := dl.owner[b]
-	st := dl.state[b]
-	dl.mu.Unlock()
-	if s == nil || !s.prove {
-		t.Fatalf("block %d, after the scan's batch: state %v, owned by a reader's stream: %v; want taken from the stalled background stream", b, st, s != nil && s.prove)
 	}
 }

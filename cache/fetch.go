@@ -244,30 +244,18 @@ func (dl *download) claimStream(at int, segment int64, prove bool) *stream {
 	return s
 }
 
-// readAhead starts streams for the blocks of bytes [lo, hi) that no one
-// will bring soon, a reader's window ahead of itself: they hold no slot,
-// and prove what they fetch. Blocks a background stream claimed further
-// down its segment than it will reach within a round trip are taken from
-// it (the stream stops before them): a reader going through the file
-// faster than one stream gets its bytes from several at once.
+// readAhead starts streams for the missing blocks of bytes [lo, hi), a
+// whole-file reader's window ahead of itself: they hold no slot, and
+// prove what they fetch.
 func (dl *download) readAhead(lo, hi int64) {
 	i, j := dl.m.covering(lo, hi)
 	for {
 		dl.mu.Lock()
 		at := -1
-		for b := i; b < j && at < 0; b++ {
-			switch dl.state[b] {
-			case blockMissing:
+		for b := i; b < j; b++ {
+			if dl.state[b] == blockMissing {
 				at = b
-			case blockStreamed:
-				if s := dl.owner[b]; !s.prove && b > s.next && !dl.near(s, b) {
-					for x := b; x < s.hi; x++ {
-						dl.state[x], dl.owner[x] = blockMissing, nil
-					}
-					s.hi = b
-					dl.wake()
-					at = b
-				}
+				break
 			}
 		}
 		dl.mu.Unlock()

@@ -453,14 +453,6 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 // fetched for these entries.
 func (t *table) readManyDownload(ctx context.Context, dl *download, entries []tablefile.Entry) (got []chunkRead, rest []tablefile.Entry, tier api.Tier, err error) {
 	ranges := tablefile.MergeRanges(entries, 64<<10, 4<<20)
-	if len(entries) >= scanBatch {
-		// A scan's read-ahead: streams for what it will ask for next, so
-		// that its pages come several ranges at once, not at the pace of
-		// the one stream it would otherwise follow.
-		last := ranges[len(ranges)-1]
-		end := int64(last.Offset + last.Length)
-		dl.readAhead(end, min(t.size, end+readAheadWindow))
-	}
 	ok := make([]bool, len(ranges))
 	errs := make([]error, len(ranges))
 	fetchedAny := make([]bool, len(ranges))
@@ -511,10 +503,6 @@ func (t *table) readManyDownload(ctx context.Context, dl *download, entries []ta
 	}
 	return got, append(rest, more...), tier, nil
 }
-
-// scanBatch is how many chunks one read asks for beyond which it is taken
-// for a scan's (a client's read-ahead), and the download reads ahead of it.
-const scanBatch = 16
 
 // readRemote reads merged ranges from the store, up to 8 at once, and
 // proves every chunk before fn sees it.
