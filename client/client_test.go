@@ -582,25 +582,40 @@ func TestLyingService(t *testing.T) {
 	}
 }
 
-func TestServiceCutsBatchShort(t *testing.T) {
-	// A service that fails in the middle of a batch stream (after its 200):
-	// the chunks it sent count, the rest come from the store.
-	s := newStore(t)
-	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 10})
-	all := db.All()
-	srv := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// batchService answers batch reads (a POST of n addresses) with frame i
+// holding frame(i, n, a); a nil frame cuts the answer there (after its 200).
+func batchService(t *testing.T, frame func(i, n int, a addr.Addr) []byte) *httptest.Server {
+	return serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		as, err := api.ReadAddresses(r.Body)
 		if err != nil {
 			api.WriteError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		fw := api.NewFrameWriter(w)
-		for i, a := range as[:len(as)/2] {
-			fw.WriteFrame(uint32(i), true, api.TierDisk, db.Chunks[a])
+		for i, a := range as {
+			data := frame(i, len(as), a)
+			if data == nil {
+				fw.Flush()
+				panic(http.ErrAbortHandler)
+			}
+			fw.WriteFrame(uint32(i), true, api.TierDisk, data)
 		}
 		fw.Flush()
-		panic(http.ErrAbortHandler)
 	}))
+}
+
+func TestServiceCutsBatchShort(t *testing.T) {
+	// A service that fails in the middle of a batch stream (after its 200):
+	// the chunks it sent count, the rest come from the store.
+	s := newStore(t)
+	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 10})
+	all := db.All()
+	srv := batchService(t, func(i, n int, a addr.Addr) []byte {
+		if i >= n/2 {
+			return nil
+		}
+		return db.Chunks[a]
+	})
 	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL})
 	getMany(t, c, db, all)
 	st := c.Stats()
@@ -617,22 +632,12 @@ func TestServiceLiesInBatch(t *testing.T) {
 	s := newStore(t)
 	db := makeDB(t, s, "db1", testdb.Options{Files: 2, Chunks: 40})
 	all := db.All()
-	srv := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		as, err := api.ReadAddresses(r.Body)
-		if err != nil {
-			api.WriteError(w, http.StatusBadRequest, err.Error())
-			return
+	srv := batchService(t, func(i, _ int, a addr.Addr) []byte {
+		if i%3 == 1 {
+			return append([]byte("x"), db.Chunks[a]...)
 		}
-		fw := api.NewFrameWriter(w)
-		for i, a := range as {
-			data := db.Chunks[a]
-			if i%3 == 1 {
-				data = append([]byte("x"), data...)
-			}
-			fw.WriteFrame(uint32(i), true, api.TierDisk, data)
-		}
-		fw.Flush()
-	}))
+		return db.Chunks[a]
+	})
 	c := open(t, Options{Store: s, DB: "db1", Service: srv.URL, MemBytes: -1})
 	getMany(t, c, db, all)
 	st := c.Stats()

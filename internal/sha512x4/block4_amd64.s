@@ -70,39 +70,35 @@
 	VPADDQ x, s, w; \
 	VMOVDQA w, off(R13)
 
+// BIGSIGMA sets Y8 to x rotated right by r1, r2 and r3, XORed (Σ0, Σ1
+// of FIPS 180-4); each rotate is a right and a left shift (lN = 64 - rN).
+// Y9-Y13 are scratch.
+#define BIGSIGMA(x, r1, l1, r2, l2, r3, l3) \
+	VPSRLQ $r1, x, Y8; \
+	VPSLLQ $l1, x, Y9; \
+	VPSRLQ $r2, x, Y10; \
+	VPSLLQ $l2, x, Y11; \
+	VPSRLQ $r3, x, Y12; \
+	VPSLLQ $l3, x, Y13; \
+	VPXOR Y9, Y8, Y8; \
+	VPXOR Y11, Y10, Y10; \
+	VPXOR Y13, Y12, Y12; \
+	VPXOR Y10, Y8, Y8; \
+	VPXOR Y12, Y8, Y8
+
 // ROUND is round t, W[t] at off(R13) and K[t] at off(SI). It leaves T1+T2
 // (the next a) in h and d+T1 (the next e) in d; the caller renames.
 #define ROUND(a, b, c, d, e, f, g, h, off, bc, ab) \
 	VPADDQ off(R13), h, h; \
 	VPADDQ off(SI), h, h; \
-	VPSRLQ $14, e, Y8; \
-	VPSLLQ $50, e, Y9; \
-	VPSRLQ $18, e, Y10; \
-	VPSLLQ $46, e, Y11; \
-	VPSRLQ $41, e, Y12; \
-	VPSLLQ $23, e, Y13; \
-	VPXOR Y9, Y8, Y8; \
-	VPXOR Y11, Y10, Y10; \
-	VPXOR Y13, Y12, Y12; \
-	VPXOR Y10, Y8, Y8; \
-	VPXOR Y12, Y8, Y8; \
+	BIGSIGMA(e, 14, 50, 18, 46, 41, 23); \
 	VPXOR g, f, Y9; \
 	VPAND e, Y9, Y9; \
 	VPXOR g, Y9, Y9; \
 	VPADDQ Y9, h, h; \
 	VPADDQ Y8, h, h; \
 	VPADDQ h, d, d; \
-	VPSRLQ $28, a, Y8; \
-	VPSLLQ $36, a, Y9; \
-	VPSRLQ $34, a, Y10; \
-	VPSLLQ $30, a, Y11; \
-	VPSRLQ $39, a, Y12; \
-	VPSLLQ $25, a, Y13; \
-	VPXOR Y9, Y8, Y8; \
-	VPXOR Y11, Y10, Y10; \
-	VPXOR Y13, Y12, Y12; \
-	VPXOR Y10, Y8, Y8; \
-	VPXOR Y12, Y8, Y8; \
+	BIGSIGMA(a, 28, 36, 34, 30, 39, 25); \
 	VPXOR b, a, ab; \
 	VPAND ab, bc, bc; \
 	VPXOR b, bc, bc; \
