@@ -53,7 +53,11 @@ func (f *fixture) copyAll(ctx context.Context, name string) ([]byte, FileStats, 
 // the store's, every chunk was hashed once, and the file is committed
 // once the hold is released.
 func TestCopyDuringDownload(t *testing.T) {
-	f := newFixture(t, testdb.Options{Chunks: 200}, Config{MemBytes: 1, hedge: fastHedge})
+	// The hedge deadline is long (a reader gives up on a slow stream only
+	// after it): on a loaded host a stream that is merely slow must not
+	// send the reader to the store. The held stream is passed by, as
+	// stalled, well before it.
+	f := newFixture(t, testdb.Options{Chunks: 200}, Config{MemBytes: 1, hedge: store.HedgeOptions{Initial: 5 * time.Millisecond, Min: 5 * time.Second}})
 	ctx := context.Background()
 	file := f.db.Files[0]
 	want, err := f.fs.Get(ctx, file.Key)
