@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -397,6 +398,50 @@ func TestRestartKeepsCache(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A database loaded with its files on disk but no saved state (a cache
+// dir from before states were saved, or one lost) looks each file up in
+// the store by its size alone: it does not read the index's bytes from
+// the store, since the copy on disk has them.
+func TestLoadReadsNoIndexOnDisk(t *testing.T) {
+	f := newFixture(t, testdb.Options{Chunks: 30, Files: 2}, Config{MemBytes: 1})
+	for _, file := range f.db.Files {
+		f.get(file.Addrs[0])
+	}
+	f.waitDownloads(2)
+	f.cache.Close()
+	if err := os.RemoveAll(filepath.Join(f.dir, api.CacheDBsDir)); err != nil {
+		t.Fatal(err)
+	}
+	reads := &readCounting{Store: f.fs}
+	f.cache = newCache(t, Config{Store: reads, CacheDir: f.dir, MemBytes: 1})
+	info, err := f.cache.DBInfo(context.Background(), "db1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range info.Tables {
+		if ti.State != api.StateCached {
+			t.Fatalf("%s: %v after the load, want cached", ti.Name, ti.State)
+		}
+	}
+	if n := reads.bytes.Load(); n != 0 {
+		t.Fatalf("the load read %d bytes of table files from the store, want none: the files are on disk", n)
+	}
+}
+
+// readCounting counts the bytes of table files read with ReadAt.
+type readCounting struct {
+	store.Store
+	bytes atomic.Int64
+}
+
+func (r *readCounting) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
+	n, err := r.Store.ReadAt(ctx, key, p, off)
+	if !strings.HasPrefix(path.Base(key), "manifest") {
+		r.bytes.Add(int64(n))
+	}
+	return n, err
 }
 
 // TestRestartWithStoreDown: a service restarted while the store is

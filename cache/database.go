@@ -157,6 +157,23 @@ func (d *database) youngerThan(age time.Duration) bool {
 	return !d.loadedAt.IsZero() && time.Since(d.loadedAt) < age
 }
 
+// atHand reports whether table file name is on disk or open already
+// (under either of its keys): opening it then needs no index bytes from
+// the store (openTable).
+func (d *database) atHand(name string) bool {
+	base, err := d.mdb.TableKey(name)
+	if err != nil {
+		return false
+	}
+	e := d.env
+	for _, k := range []string{base, base + manifest.ArchiveSuffix} {
+		if e.disk.get(k) != nil || e.keys.has(k) {
+			return true
+		}
+	}
+	return false
+}
+
 // refresh reads the manifest again and opens the indexes of any files it
 // has not seen (tableset.Loader); indexes of files it already knows are
 // kept. Each store request has its own deadline (StoreTimeout), not the
@@ -174,6 +191,7 @@ func (d *database) refreshLocked(ctx context.Context) error {
 		DB:        d.mdb,
 		Timeout:   e.cfg.StoreTimeout,
 		IndexTail: e.cfg.IndexTail,
+		AtHand:    d.atHand,
 		OpenIndex: func(ctx context.Context, o tableset.Object) (*tablefile.Table, *table, error) {
 			t, err := openTable(ctx, d, o)
 			if err != nil {

@@ -39,6 +39,13 @@ func (k *keyTables) get(key string, size int64) *table {
 	return nil
 }
 
+// has reports whether a table is open under key (of any size).
+func (k *keyTables) has(key string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.m[key] != nil
+}
+
 // open returns the table open under key, or opens it with open, once for
 // all concurrent callers.
 func (k *keyTables) open(key string, size int64, open func() (*table, error)) (*table, error) {

@@ -153,6 +153,11 @@ type Loader[T any] struct {
 	// IndexTail is the first read of the default OpenIndex (see
 	// tablefile.Options.Tail). 0 means DefaultIndexTail.
 	IndexTail int
+	// AtHand, if set, reports whether table file name has a copy at hand
+	// that OpenIndex opens without the store (on a local disk, or already
+	// open): the store is then asked for the file's size alone, not for
+	// its index's bytes too.
+	AtHand func(name string) bool
 	// Local, if set, opens a table file from a copy at hand with no store
 	// IO (a same-host service's cache directory), before the store is
 	// asked: a file it returns is taken as it is (with Appendix set from
@@ -268,14 +273,17 @@ func (l *Loader[T]) open(ctx context.Context, name string, chunks uint32, append
 	// The index is at the file's end: read as much of it as its first
 	// read would with the file's size, in one request where the store can.
 	least := orDefault(l.IndexTail, DefaultIndexTail)
-	tail := make([]byte, IndexTail(Object{Chunks: chunks, Size: math.MaxInt64}, least))
+	var tail []byte // nil: the size alone (manifest.DB.ResolveTableTail)
+	if l.AtHand == nil || !l.AtHand(name) {
+		tail = make([]byte, IndexTail(Object{Chunks: chunks, Size: math.MaxInt64}, least))
+	}
 	rctx, cancel := l.request(ctx)
 	key, size, n, err := l.DB.ResolveTableTail(rctx, name, tail)
 	cancel()
 	if err != nil {
 		return nil, l.timedOut(ctx, err)
 	}
-	o := Object{Name: name, Key: key, Size: size, Appendix: appendix, Chunks: chunks, Tail: tail[:n]}
+	o := Object{Name: name, Key: key, Size: size, Appendix: appendix, Chunks: chunks, Tail: tail[:n:n]}
 	var (
 		idx *tablefile.Table
 		v   T
