@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"sync"
 
 	"github.com/chunkd/chunkd/addr"
 	"github.com/chunkd/chunkd/tablefile"
@@ -47,7 +48,9 @@ func (dl *download) prove(buf []byte, lo int64, k0, k1 int) ([]spanSum, error) {
 	skip := slices.Clone(dl.unitDone[k0:k1])
 	dl.mu.Unlock()
 	var sums []spanSum
-	var chunks chunkBatch
+	chunks := batches.Get().(*chunkBatch)
+	defer batches.Put(chunks)
+	chunks.units, chunks.data = chunks.units[:0], chunks.data[:0] // a failed proof leaves some
 	for k, u := range dl.m.units[k0:k1] {
 		if skip[k] {
 			continue
@@ -92,13 +95,17 @@ func (dl *download) prove(buf []byte, lo int64, k0, k1 int) ([]spanSum, error) {
 
 // chunkBatch holds chunks decoded for a proof until they are hashed
 // together: addr.OfAll hashes several chunks at once, faster a byte than
-// one at a time. Its buffers are reused from batch to batch.
+// one at a time. Its decode buffers are reused from batch to batch and,
+// through batches, from proof to proof.
 type chunkBatch struct {
 	units []tablefile.Unit
 	data  [][]byte
 	bufs  [][]byte // the decode buffer of each slot
 	sums  []addr.Addr
 }
+
+// batches holds chunkBatches between proofs.
+var batches = sync.Pool{New: func() any { return new(chunkBatch) }}
 
 // batchChunks is how many chunks a proof hashes at once.
 const batchChunks = 32

@@ -403,13 +403,8 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 			return err
 		}
 	}
-	for _, r := range got {
-		if err := fn(r.e, r.data, tier); err != nil {
-			return err
-		}
-	}
-	if len(remote) == 0 {
-		return nil
+	if err := pass(got, tier, fn); err != nil || len(remote) == 0 {
+		return err
 	}
 	var n int64
 	for _, e := range remote {
@@ -426,23 +421,29 @@ func (t *table) readMany(ctx context.Context, entries []tablefile.Entry, fn func
 	}
 	t.downloadAppendix()
 	if dl := t.acquireDownload(false); dl != nil && !tried { // the appendix's, just started: the read fills it
-		got, remote, tier, err := t.readManyDownload(ctx, dl, remote)
+		var err error
+		got, remote, tier, err = t.readManyDownload(ctx, dl, remote) // remote: what is left for the store
 		t.releaseDownload(dl)
-		if err != nil {
+		if err == nil {
+			err = pass(got, tier, fn)
+		}
+		if err != nil || len(remote) == 0 {
 			return err
-		}
-		for _, r := range got {
-			if err := fn(r.e, r.data, tier); err != nil {
-				return err
-			}
-		}
-		if len(remote) == 0 {
-			return nil
 		}
 	} else if dl != nil {
 		t.releaseDownload(dl)
 	}
 	return t.readRemote(ctx, remote, fn)
+}
+
+// pass gives fn each chunk read, from tier.
+func pass(got []chunkRead, tier api.Tier, fn func(e tablefile.Entry, data []byte, tier api.Tier) error) error {
+	for _, r := range got {
+		if err := fn(r.e, r.data, tier); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readManyDownload reads entries from download dl (held): their blocks

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -488,7 +489,7 @@ func (h *heldAnswers) flush(deliver func(k int, r reply, sum addr.Addr)) {
 	for _, r := range h.replies {
 		h.data = append(h.data, r.data)
 	}
-	h.sums = append(h.sums[:0], make([]addr.Addr, n)...)
+	h.sums = slices.Grow(h.sums[:0], n)[:n]
 	addr.OfAll(h.data, h.sums)
 	for i, k := range h.ks {
 		deliver(k, h.replies[i], h.sums[i])
