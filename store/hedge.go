@@ -230,11 +230,17 @@ type attempt[T any] struct {
 // hedged runs one read with do, hedged after the deadline of reads of n
 // bytes: the first success wins and the other request is cancelled (drop
 // releases its answer, if it has one); an error is returned only once no
-// request can still succeed. do's hedge says which request it runs. With
+// request can still succeed, with the value of the request that failed
+// first (a read cut short returns the bytes it had). A ctx already done
+// sends no request. do's hedge says which request it runs. With
 // settle, a hedge that wins waits for the first request to return (after
 // its cancellation) before hedged does: the first request may write to
 // memory the caller will use.
 func hedged[T any](h *Hedged, ctx context.Context, n int64, settle bool, do func(ctx context.Context, hedge bool) (T, error), drop func(T)) (T, bool, error) {
+	if err := ctx.Err(); err != nil { // no request: a stream would not see it (openHedged)
+		var zero T
+		return zero, false, err
+	}
 	h.reads.Add(1)
 	h.earn()
 	class := &h.classes[hedgeClass(n)]
@@ -259,7 +265,7 @@ func hedged[T any](h *Hedged, ctx context.Context, n int64, settle bool, do func
 	timer := time.NewTimer(h.Deadline(n))
 	defer timer.Stop()
 	running := 1
-	var firstErr error
+	var failed *attempt[T] // the first request that failed
 	for {
 		select {
 		case a := <-results:
@@ -289,16 +295,17 @@ func hedged[T any](h *Hedged, ctx context.Context, n int64, settle bool, do func
 				}
 				return a.v, a.hedge, nil
 			}
-			if firstErr == nil {
-				firstErr = a.err
+			if failed == nil {
+				failed = &a
 			}
 			if running == 0 || ctx.Err() != nil {
 				if running > 0 {
 					cancelAll()
 					<-results // the other request may write to the caller's memory
 				}
-				var zero T
-				return zero, false, firstErr
+				// The failed request's value too: a read that ended early
+				// returns the bytes it had.
+				return failed.v, failed.hedge, failed.err
 			}
 		case <-timer.C:
 			if len(cancels) == 1 && ctx.Err() == nil && h.spend() {
@@ -310,54 +317,46 @@ func hedged[T any](h *Hedged, ctx context.Context, n int64, settle bool, do func
 	}
 }
 
-// ReadAt reads len(p) bytes at off, hedged. The first request reads into
-// p; a second one into a buffer of its own, copied into p if it wins,
-// once the first has returned.
+// ReadAt reads len(p) bytes at off, hedged (readHedged).
 func (h *Hedged) ReadAt(ctx context.Context, key string, p []byte, off int64) (int, error) {
-	type read struct {
-		b []byte
-		n int
-	}
-	r, hedge, err := hedged(h, ctx, int64(len(p)), true, func(ctx context.Context, hedge bool) (read, error) {
-		b := p
-		if hedge {
-			b = make([]byte, len(p))
-		}
+	n, _, err := h.readHedged(ctx, p, func(ctx context.Context, b []byte) (int, int64, error) {
 		n, err := h.s.ReadAt(ctx, key, b, off)
-		return read{b, n}, err
-	}, nil)
-	if err != nil {
-		return r.n, err
-	}
-	if hedge {
-		copy(p, r.b[:r.n])
-	}
-	return r.n, nil
+		return n, 0, err
+	})
+	return n, err
 }
 
 // ReadTail reads the end of an object and its size (TailReader), hedged
-// as ReadAt is.
+// (readHedged).
 func (h *Hedged) ReadTail(ctx context.Context, key string, p []byte) (int, int64, error) {
-	type read struct {
+	return h.readHedged(ctx, p, func(ctx context.Context, b []byte) (int, int64, error) {
+		return ReadTail(ctx, h.s, key, b)
+	})
+}
+
+// readHedged hedges read, which reads into a buffer of len(p) and
+// returns how many bytes it read and the object's size (0 if it does not
+// learn it). The first request reads into p; a second one into a buffer
+// of its own, copied into p if it wins (or failed first, with the bytes
+// it had), once the first has returned.
+func (h *Hedged) readHedged(ctx context.Context, p []byte, read func(ctx context.Context, b []byte) (int, int64, error)) (int, int64, error) {
+	type result struct {
 		b    []byte
 		n    int
 		size int64
 	}
-	r, hedge, err := hedged(h, ctx, int64(len(p)), true, func(ctx context.Context, hedge bool) (read, error) {
+	r, hedge, err := hedged(h, ctx, int64(len(p)), true, func(ctx context.Context, hedge bool) (result, error) {
 		b := p
 		if hedge {
 			b = make([]byte, len(p))
 		}
-		n, size, err := ReadTail(ctx, h.s, key, b)
-		return read{b, n, size}, err
+		n, size, err := read(ctx, b)
+		return result{b, n, size}, err
 	}, nil)
-	if err != nil {
-		return r.n, r.size, err
-	}
 	if hedge {
 		copy(p, r.b[:r.n])
 	}
-	return r.n, r.size, nil
+	return r.n, r.size, err
 }
 
 // Get reads a whole object, hedged.

@@ -51,6 +51,18 @@ func TestContractViaOpenWithLatency(t *testing.T) {
 	})
 }
 
+// The contract holds through the hedged store, whose reads (ReadAt,
+// ReadTail, streams) are its own.
+func TestContractHedged(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := folder.New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.Hedge(s, store.HedgeOptions{})
+	})
+}
+
 func TestOpenURLs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
