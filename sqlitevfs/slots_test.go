@@ -204,25 +204,9 @@ func TestSlotFile(t *testing.T) {
 	t.Run("unregistered", func(t *testing.T) {
 		p := newSlotPages(t, path, func(int) bool { return true })
 		name := fmt.Sprintf("slots-unregistered-%d", nameSeq.Add(1))
-		if err := Register(name, p, &Options{CacheKiB: 16}); err != nil {
-			t.Fatal(err)
-		}
-		db, err := Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if _, _, err := scanAll(db, gen.SeedQuery); err != nil {
-			t.Fatal(err)
-		}
-		if err := Unregister(name); err != nil {
-			t.Fatal(err)
-		}
-		// As TestUnregisterWhileOpen: a scan of more than the cache must
-		// read, and fails, though every slot is filled.
-		if _, _, err := scanAll(db, `SELECT Text FROM sentences`); err == nil {
-			t.Error("reading an unregistered database succeeded")
-		}
+		// A scan of more than the cache must read, and fails, though
+		// every slot is filled.
+		scanUnregistered(t, name, p)
 		if err := LastReadError(name); err != nil && !errors.Is(err, ErrUnregistered) {
 			t.Errorf("last read error %v", err)
 		}

@@ -502,9 +502,16 @@ func (badPages) ReadPage(context.Context, int64, []byte) error { return nil }
 
 func TestUnregisterWhileOpen(t *testing.T) {
 	path := testDB(t, 7, 3000)
-	fp := filePages(t, path)
-	name := "unregister-while-open"
-	if err := Register(name, fp, &Options{CacheKiB: 16}); err != nil {
+	scanUnregistered(t, "unregister-while-open", filePages(t, path))
+}
+
+// scanUnregistered registers p as name (a 16 KiB page cache), opens it,
+// runs the seed query, unregisters it, and checks that a scan of more
+// than the cache then fails: pages still in SQLite's cache may answer, a
+// full scan cannot.
+func scanUnregistered(t *testing.T, name string, p Pages) {
+	t.Helper()
+	if err := Register(name, p, &Options{CacheKiB: 16}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := Open(name)
@@ -518,8 +525,6 @@ func TestUnregisterWhileOpen(t *testing.T) {
 	if err := Unregister(name); err != nil {
 		t.Fatal(err)
 	}
-	// Pages still in SQLite's cache may answer; a full scan of more than
-	// the cache cannot.
 	if _, _, err := scanAll(db, `SELECT Text FROM sentences`); err == nil {
 		t.Error("reading an unregistered database succeeded")
 	}

@@ -82,6 +82,13 @@ func (f *queryFixture) get(t testing.TB, v url.Values, hdr ...string) *http.Resp
 	if err != nil {
 		t.Fatal(err)
 	}
+	return send(t, req, hdr)
+}
+
+// send sends req with header pairs hdr; the body is closed when the test
+// ends.
+func send(t testing.TB, req *http.Request, hdr []string) *http.Response {
+	t.Helper()
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -105,15 +112,7 @@ func (f *queryFixture) post(t testing.TB, body any, hdr ...string) *http.Respons
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return send(t, req, hdr)
 }
 
 // readResult reads a 200 JSON answer.
