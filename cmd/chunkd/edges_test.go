@@ -416,9 +416,13 @@ func TestInterruptExits130(t *testing.T) {
 	})
 
 	t.Run("import", func(t *testing.T) {
-		// A store with a 2 s round trip: the import is still running when
-		// its first progress line comes.
-		cmd := exec.Command(binary, "import", "--store", storeDir+"?latency=2s", "--db", "s", file)
+		// A store with a 2 s round trip, and a file that differs from the
+		// version the store has: its upload is still to come when the
+		// first progress line does (the same file would be found
+		// unchanged, with no store request left after that line).
+		changed := filepath.Join(t.TempDir(), "s2.sqlite")
+		mustChunkd(t, "gen", "sentences", "--out", changed, "--sentences", "300", "--translations", "300", "--seed", "2")
+		cmd := exec.Command(binary, "import", "--store", storeDir+"?latency=2s", "--db", "s", changed)
 		errOut := newWatch(1)
 		cmd.Stderr = errOut
 		interrupt(t, cmd, errOut.seen, errOut)
