@@ -1406,3 +1406,31 @@ func TestDropsFilesNoLongerNamed(t *testing.T) {
 		t.Errorf("the new version's chunk: %+v, %v", r.Found, err)
 	}
 }
+
+// A ranged stream of a store that has vanished (a folder moved away) is
+// the store unreachable, as every other read is, not "no such object":
+// else a download's stream would tell the service's health that the
+// store answers.
+func TestVanishedStoreStream(t *testing.T) {
+	dir := t.TempDir()
+	fs, err := folder.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fs.Put(ctx, "obj", []byte("bytes")); err != nil {
+		t.Fatal(err)
+	}
+	h := &storeHealth{}
+	w := watchedStore{Store: fs, h: h, log: slog.New(slog.DiscardHandler)}
+	if err := os.Rename(dir, dir+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := w.OpenRange(ctx, "obj", 0, 5)
+	if err == nil {
+		rc.Close()
+	}
+	if KindOf(err) != KindStoreUnreachable || h.note() == "" {
+		t.Fatalf("stream of a vanished store: %v (kind %v), health %q; want the store unreachable", err, KindOf(err), h.note())
+	}
+}

@@ -108,6 +108,7 @@ func (w watchedStore) Open(ctx context.Context, key string) (io.ReadCloser, stor
 
 func (w watchedStore) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	rc, err := store.OpenRange(ctx, w.Store, key, off, n)
+	err = w.vanished(err)
 	w.observe(err)
 	return rc, err
 }
